@@ -1,0 +1,79 @@
+"""Column layout of a store's Delta tables. Everything that reads or writes them uses these names.
+
+changelog   one row per changed store key per micro-batch; the latest row per key, ordered by
+            (epoch, batch_id), is the store's state; op = 'delete' rows are tombstones.
+deadletter  records that could not be applied, with the reason and the raw bytes.
+intake      one audit row per micro-batch of the intake query: records in = applied + dead-lettered.
+"""
+
+from __future__ import annotations
+
+from deltastate.stores.definition import StoreDefinition
+
+CHANGELOG = "changelog"
+DEADLETTER = "deadletter"
+INTAKE = "intake"
+
+KEY = "key"
+OP = "op"
+OP_PUT = "put"
+OP_DELETE = "delete"
+# Order of a key's records: epoch is the checkpoint lineage (it grows when a store is restored into
+# a new checkpoint), batch_id the micro-batch within it. One record per key per (epoch, batch_id).
+ORDER_COLUMNS = ("epoch", "batch_id")
+# Changelog partitioning: the stream appends to the newest segment only, so maintenance that rewrites
+# older segments never conflicts with it (Delta: appends conflict with nothing; a rewrite conflicts
+# only with appends to the same partitions).
+SEGMENT = "segment"
+BATCHES_PER_SEGMENT = 100
+
+BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
+    (OP, "string"),
+    ("value_version", "int"),
+    ("source_partition", "int"),
+    ("source_offset", "bigint"),
+    ("epoch", "int"),
+    ("batch_id", "bigint"),
+    ("query_id", "string"),
+    ("event_time", "timestamp"),
+    ("write_time", "timestamp"),
+    (SEGMENT, "bigint"),
+)
+
+DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("reason", "string"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("kafka_timestamp", "timestamp"),
+    ("key", "binary"),
+    ("value", "binary"),
+    ("value_size", "int"),
+    ("batch_id", "bigint"),
+    ("query_id", "string"),
+    ("write_time", "timestamp"),
+)
+
+INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("query_id", "string"),
+    ("batch_id", "bigint"),
+    ("records_in", "bigint"),
+    ("applied", "bigint"),
+    ("dead_lettered", "bigint"),
+    ("tombstones", "bigint"),
+    ("offsets", "string"),  # JSON {partition: [min, max]} of the batch
+    ("write_time", "timestamp"),
+)
+
+
+def segment_of(epoch: int, batch_id: int) -> int:
+    return epoch * 1_000_000_000 + batch_id // BATCHES_PER_SEGMENT
+
+
+def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
+    """(name, spark SQL type) of the store's changelog, key first."""
+    return [(KEY, "string")] + [(f.name, f.spark_type) for f in store.value_fields] + list(BOOKKEEPING_COLUMNS)
+
+
+def ddl(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"`{name}` {type_}" for name, type_ in columns)

@@ -1,0 +1,99 @@
+"""Reads a store's state back out of its Delta changelog.
+
+The changelog holds every put and delete; a key's state is its latest row by (epoch, batch_id), and
+a key whose latest row is a delete is absent. The reduction is one native aggregate (max_by over a
+struct ordered by the struct of ordering columns), so it runs on the executors, never in Python.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from deltastate.changelog.layout import CHANGELOG, KEY, OP, OP_DELETE, ORDER_COLUMNS
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:  # pyspark is slow to import; callers already hold a session
+    from pyspark.sql import DataFrame, SparkSession
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Bookkeeping columns the state keeps next to the value columns, in output order.
+STATE_BOOKKEEPING = ("source_partition", "source_offset", *ORDER_COLUMNS, "event_time", "write_time")
+
+
+def state_columns(store: StoreDefinition) -> list[str]:
+    """Columns of latest_state(), in order."""
+    return [KEY, *store.value_columns, *STATE_BOOKKEEPING]
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, path))
+
+
+def latest_commit(spark: SparkSession, path: str) -> tuple[int, datetime] | None:
+    """(version, commit time as aware UTC) of the newest commit of the Delta table at path, in one
+    history read; None when no Delta table is there."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not table_exists(spark, path):
+        return None
+    row = (DeltaTable.forPath(spark, path).history(1)
+           .select("version", F.unix_micros("timestamp").alias("us")).first())
+    return None if row is None else (int(row["version"]), _from_micros(row["us"]))
+
+
+def changelog_version(spark: SparkSession, path: str) -> int | None:
+    """Latest committed Delta version of the table at path; None when no Delta table is there."""
+    latest = latest_commit(spark, path)
+    return None if latest is None else latest[0]
+
+
+def commit_time(spark: SparkSession, path: str, version: int) -> datetime | None:
+    """Commit time (timezone-aware, UTC) of one version of the Delta table at path; None when unknown
+    or expired from the history."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    if not table_exists(spark, path):
+        return None
+    row = (DeltaTable.forPath(spark, path).history()
+           .where(F.col("version") == int(version)).select(F.unix_micros("timestamp").alias("us")).first())
+    return None if row is None else _from_micros(row["us"])
+
+
+def _from_micros(us: int | None) -> datetime | None:
+    # Timestamps travel as epoch micros: collect() would give naive datetimes in the host's zone.
+    return None if us is None else _EPOCH + timedelta(microseconds=int(us))
+
+
+def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition,
+                 version: int | None = None) -> DataFrame:
+    """The store's live state at a Delta version of its changelog (default: latest).
+
+    One row per live key: key, the value columns, source_partition, source_offset, epoch, batch_id,
+    event_time, write_time.
+    """
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
+    changelog = reader.load(settings.table_path(store.name, CHANGELOG))
+
+    carried = [OP, *store.value_columns, *STATE_BOOKKEEPING]
+    order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
+    latest = (changelog
+              .groupBy(KEY)
+              .agg(F.max_by(F.struct(*[F.col(c) for c in carried]), order).alias("_latest"))
+              .select(KEY, "_latest.*"))
+    return latest.where(F.col(OP) != F.lit(OP_DELETE)).select(*state_columns(store))
+
+
+__all__ = [
+    "STATE_BOOKKEEPING", "changelog_version", "commit_time", "latest_commit", "latest_state", "state_columns",
+    "table_exists",
+]

@@ -1,0 +1,57 @@
+"""Creating a store's Delta tables and appending to them exactly once.
+
+Every append carries Delta's idempotent-write options (txnAppId = the writer's lineage, txnVersion =
+the micro-batch id): a batch that Spark replays after a crash is skipped by Delta itself, so each
+micro-batch lands once whatever happens between the write and the checkpoint commit.
+"""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from deltastate.changelog.layout import (
+    CHANGELOG,
+    DEADLETTER,
+    DEADLETTER_COLUMNS,
+    INTAKE,
+    INTAKE_COLUMNS,
+    SEGMENT,
+    changelog_columns,
+    ddl,
+)
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+
+def _create(spark: SparkSession, path: str, columns, partition_by: str | None, comment: str) -> None:
+    builder = DeltaTable.createIfNotExists(spark).location(path).comment(comment)
+    for name, type_ in columns:
+        builder = builder.addColumn(name, type_)
+    if partition_by:
+        builder = builder.partitionedBy(partition_by)
+    builder.execute()
+
+
+def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
+    _create(spark, settings.table_path(store.name, CHANGELOG), changelog_columns(store), SEGMENT,
+            f"deltastate changelog of store {store.name}")
+    _create(spark, settings.table_path(store.name, DEADLETTER), DEADLETTER_COLUMNS, None,
+            f"deltastate dead letters of store {store.name}")
+    _create(spark, settings.table_path(store.name, INTAKE), INTAKE_COLUMNS, None,
+            f"deltastate intake audit of store {store.name}")
+
+
+def append_once(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Appends df unless Delta already holds (app_id, batch_id)."""
+    (df.write.format("delta").mode("append")
+       .option("txnAppId", app_id).option("txnVersion", batch_id)
+       .save(path))
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def schema_ddl(store: StoreDefinition) -> str:
+    return ddl(changelog_columns(store))

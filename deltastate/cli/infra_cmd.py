@@ -1,0 +1,118 @@
+"""`deltastate infra up|down|status`: run the local JVM infrastructure (Kafka broker, jars).
+
+Why a CLI: developers and Airflow tasks need one command to bring a broker up before streaming and
+one to see what runs where, without knowing Maven or Kafka's command lines.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from deltastate.config import Settings, load_settings
+from deltastate.errors import DeltastateError
+from deltastate.infra.broker import LocalBroker
+from deltastate.infra.jars import PROFILES, ensure_jars, is_fetched, profile_dir
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InfraCommandError(click.ClickException):
+    """A DeltastateError surfaced as `error: <msg>` on stderr with exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def _reported(func: F) -> F:
+    """Turn deltastate's own errors into a clean message instead of a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DeltastateError as exc:
+            raise InfraCommandError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.find_object(Settings)
+    return obj if obj is not None else load_settings()
+
+
+@click.group("infra")
+def infra() -> None:
+    """Start, stop and inspect the local Kafka broker and the JVM jars."""
+
+
+@infra.command("up")
+@click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for the broker to be ready.")
+@click.pass_context
+@_reported
+def up(ctx: click.Context, timeout: float) -> None:
+    """Fetch the broker jars if needed and start the local broker (no-op when it already runs)."""
+    settings = _settings(ctx)
+    if not is_fetched(settings, "broker"):
+        click.echo(f"fetching broker jars into {profile_dir(settings, 'broker')} (Maven) ...", err=True)
+    ensure_jars(settings, ("broker",))
+    broker = LocalBroker(settings)
+    bootstrap = broker.up(timeout=timeout)
+    status = broker.status()
+    click.echo(f"kafka broker running: pid {status.pid}, bootstrap {bootstrap}")
+    click.echo(f"  data: {status.data_dir}")
+    click.echo(f"  log:  {status.log_file}")
+    if not settings.uses_local_broker:
+        click.echo(f"note: KAFKA_BOOTSTRAP is {settings.kafka_bootstrap}, not this local broker", err=True)
+
+
+@infra.command("down")
+@click.pass_context
+@_reported
+def down(ctx: click.Context) -> None:
+    """Stop the local broker (clean shutdown)."""
+    if LocalBroker(_settings(ctx)).down():
+        click.echo("kafka broker stopped")
+    else:
+        click.echo("kafka broker was not running")
+
+
+@infra.command("status")
+@click.pass_context
+@_reported
+def status(ctx: click.Context) -> None:
+    """Show what runs where: broker pid, bootstrap, data, log, and the jar folders."""
+    settings = _settings(ctx)
+    st = LocalBroker(settings).status()
+    if st.running:
+        topics = "unreachable" if st.topics is None else str(st.topics)
+        click.echo(f"kafka broker: running, pid {st.pid}, bootstrap {st.bootstrap}, topics {topics}")
+    else:
+        click.echo(f"kafka broker: stopped (would listen on {st.bootstrap})")
+    click.echo(f"  data: {st.data_dir}")
+    click.echo(f"  log:  {st.log_file}")
+    click.echo(f"kafka bootstrap in use: {settings.kafka_bootstrap}")
+    click.echo(f"jars: {settings.jars_dir}")
+    for profile in PROFILES:
+        folder = profile_dir(settings, profile)
+        if is_fetched(settings, profile):
+            state = f"fetched, {len(list(folder.glob('*.jar')))} jars"
+        elif folder.exists():
+            state = "stale (pom.xml changed or fetch incomplete)"
+        else:
+            state = "missing"
+        click.echo(f"  {profile:<12} {state}")
+
+
+__all__ = ["InfraCommandError", "infra"]
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience for `python -m`
+    sys.exit(infra())

@@ -1,0 +1,31 @@
+"""`deltastate`: one command line for the platform; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from deltastate.cli.errors import run_guarded
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Kafka-Streams-style state stores on Spark, Delta and DuckDB."""
+
+
+def _register() -> None:
+    from deltastate.cli import bench_cmd, demo_cmd, produce_cmd, query_cmd, run_cmd
+    from deltastate.cli.infra_cmd import infra
+
+    cli.add_command(infra)
+    cli.add_command(produce_cmd.produce)
+    cli.add_command(run_cmd.run)
+    cli.add_command(demo_cmd.demo)
+    cli.add_command(bench_cmd.bench)
+    query_cmd.register(cli)
+
+
+_register()
+
+
+def main() -> None:
+    run_guarded(cli)

@@ -1,0 +1,106 @@
+"""`deltastate produce <workload>`: fill a store's source topic with a synthetic, seeded workload.
+
+Why a CLI: benchmarks, demos and Airflow tasks need one reproducible command that puts N known
+records on the topic a store reads, partitioned exactly like Java producers would. Each workload is
+a sibling command (leaderboard today; trades, pulses, clicks later) that only builds its record
+iterator; topic creation, producing, progress and the summary line are shared (`_run_workload`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from deltastate.cli.infra_cmd import InfraCommandError
+from deltastate.config import Settings, load_settings
+from deltastate.errors import DeltastateError
+from deltastate.ingest.producer import ensure_topic, produce_records
+from deltastate.stores import load_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["produce"]
+
+
+def _reported(func: F) -> F:
+    """deltastate's own errors become `error: <msg>` (exit 2) instead of a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DeltastateError as exc:
+            raise InfraCommandError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(ctx: click.Context) -> Settings:
+    obj = ctx.find_object(Settings)
+    return obj if obj is not None else load_settings()
+
+
+def workload_options(func: F) -> F:
+    """Options every workload shares: how many records, the seed, and where they go."""
+    for option in reversed((
+        click.option("--events", "-n", type=click.IntRange(min=0), required=True, help="Number of records to produce."),
+        click.option("--seed", type=int, default=1, show_default=True, help="Seed; same seed, same records."),
+        click.option("--tombstones", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+                     help="Fraction of records that are tombstones (null value) for a live key."),
+        click.option("--topic", default=None, help="Topic; default: the store's source topic."),
+        click.option("--partitions", type=click.IntRange(min=1), default=None,
+                     help="Partitions when creating the topic; default: the store's source.partitions."),
+    )):
+        func = option(func)
+    return func
+
+
+def _run_workload(ctx: click.Context, store: str, topic: str | None, partitions: int | None, total: int,
+                  records: Callable[[], Iterable[tuple[bytes | None, bytes | None]]]) -> None:
+    """Create the topic if missing, produce the records with progress every ~10%, print a summary."""
+    settings = _settings(ctx)
+    source = load_store(settings, store).source
+    topic = topic or source.topic
+    partitions = partitions or source.partitions
+    bootstrap = settings.kafka_bootstrap
+    if ensure_topic(bootstrap, topic, partitions):
+        click.echo(f"created topic {topic} with {partitions} partitions at {bootstrap}", err=True)
+    step = max(1, total // 10)
+    started = time.monotonic()
+    next_report = [step]
+
+    def progress(sent: int) -> None:
+        if sent >= next_report[0] and sent < total:
+            elapsed = time.monotonic() - started
+            click.echo(f"  {sent:,}/{total:,} records ({100 * sent // total}%), "
+                       f"{sent / elapsed if elapsed else 0:,.0f} records/s", err=True)
+            next_report[0] = (sent // step + 1) * step
+
+    result = produce_records(bootstrap, topic, records(), progress=progress, progress_every=min(step, 10_000))
+    rate = result.delivered / result.seconds if result.seconds > 0 else 0.0
+    click.echo(f"produced {result.delivered} records ({result.tombstones} tombstones) to {topic} "
+               f"in {result.seconds:.1f} s ({rate:.0f} records/s)")
+
+
+@click.group("produce")
+def produce() -> None:
+    """Produce synthetic, seeded workloads to a store's source topic (keys partitioned like Java)."""
+
+
+@produce.command("leaderboard")
+@workload_options
+@click.option("--players", "-p", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Distinct players; popularity is Zipf-like, so a few play most games.")
+@click.pass_context
+@_reported
+def leaderboard(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None,
+                partitions: int | None, players: int) -> None:
+    """game_result.v1 events for the player_stats store, keyed by player_id."""
+    from deltastate.ingest.generators import leaderboard_records  # numpy only when used
+
+    _run_workload(ctx, "player_stats", topic, partitions, events,
+                  lambda: leaderboard_records(events, players, seed, tombstones))

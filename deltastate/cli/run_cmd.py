@@ -1,0 +1,38 @@
+"""`deltastate run STORE`: the store's streaming job, in the foreground."""
+
+from __future__ import annotations
+
+import click
+
+from deltastate.config import load_settings
+from deltastate.engine.writer import BatchReport
+
+
+def _print_batch(report: BatchReport) -> None:
+    detail = ", ".join(f"{k}={v}" for k, v in sorted(report.detail.items()))
+    click.echo(f"  {report.query:<9} batch {report.batch_id:>5}: {report.records:>9,} records ({detail})")
+
+
+@click.command()
+@click.argument("store")
+@click.option("--once", "mode", flag_value="once", default=True, help="Process the backlog, commit, stop (default).")
+@click.option("--continuous", "mode", flag_value="continuous", help="Run until interrupted.")
+@click.option("--trigger", default="1s", show_default=True, help="Commit interval in continuous mode.")
+@click.option("--topic", default=None, help="Source topic (default: the store definition's).")
+@click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
+@click.option("--quiet", is_flag=True, help="No per-batch lines.")
+def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool) -> None:
+    """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
+    from deltastate.engine.runner import run_store
+    from deltastate.stores.durations import parse_duration_ms
+
+    settings = load_settings()
+    interval = f"{parse_duration_ms(trigger)} milliseconds"
+    click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}")
+    result = run_store(settings, store, once=(mode == "once"), trigger=interval, topic=topic,
+                       max_offsets_per_trigger=max_offsets_per_trigger,
+                       listener=None if quiet else _print_batch)
+    rate = result.records_in / result.seconds if result.seconds else 0.0
+    click.echo(f"{store}: {result.records_in:,} records in = {result.applied:,} applied + "
+               f"{result.dead_lettered:,} dead-lettered; {result.changelog_records:,} changelog records; "
+               f"{result.seconds:.1f} s ({rate:,.0f} records/s); epoch {result.lineage.epoch}")

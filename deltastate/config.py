@@ -1,0 +1,74 @@
+"""Settings, read once from the environment into a frozen object.
+
+DELTASTATE_HOME   where local state lives (broker data, jars, Delta tables, checkpoints, snapshots);
+                  default ./.deltastate. Any Hadoop-compatible URI works for DELTASTATE_STORAGE.
+KAFKA_BOOTSTRAP   bootstrap servers; default: the local broker started by `deltastate infra up`.
+SPARK_MASTER      Spark master URL; default local[*].
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_BROKER_PORT = 19092
+LOCAL_CONTROLLER_PORT = 19093
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    kafka_bootstrap: str
+    spark_master: str
+    storage_root: str
+    schemas_dir: Path
+    broker_port: int
+    controller_port: int
+    shuffle_partitions: int
+    snapshot_keep: int
+    max_value_bytes: int
+    extra_spark_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def jars_dir(self) -> Path:
+        return self.home / "jars"
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.home / "kafka"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.home / "snapshots"
+
+    def table_path(self, store: str, table: str) -> str:
+        """Location of one of a store's Delta tables: changelog or deadletter."""
+        return f"{self.storage_root.rstrip('/')}/stores/{store}/{table}"
+
+    def checkpoint_path(self, store: str) -> str:
+        return f"{self.storage_root.rstrip('/')}/checkpoints/{store}"
+
+    @property
+    def uses_local_broker(self) -> bool:
+        return self.kafka_bootstrap == f"127.0.0.1:{self.broker_port}"
+
+
+def load_settings(env: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if env is None else env)
+    home = Path(env.get("DELTASTATE_HOME", ".deltastate")).expanduser().resolve()
+    broker_port = int(env.get("DELTASTATE_BROKER_PORT", LOCAL_BROKER_PORT))
+    controller_port = int(env.get("DELTASTATE_CONTROLLER_PORT", LOCAL_CONTROLLER_PORT))
+    return Settings(
+        home=home,
+        kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", f"127.0.0.1:{broker_port}"),
+        spark_master=env.get("SPARK_MASTER", "local[*]"),
+        storage_root=env.get("DELTASTATE_STORAGE", str(home / "data")),
+        schemas_dir=Path(env.get("DELTASTATE_SCHEMAS", PROJECT_ROOT / "schemas")),
+        broker_port=broker_port,
+        controller_port=controller_port,
+        shuffle_partitions=int(env.get("DELTASTATE_SHUFFLE_PARTITIONS", "4")),
+        snapshot_keep=int(env.get("DELTASTATE_SNAPSHOT_KEEP", "3")),
+        max_value_bytes=int(env.get("DELTASTATE_MAX_VALUE_BYTES", "65536")),
+    )

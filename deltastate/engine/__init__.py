@@ -1,0 +1,1 @@
+"""Streaming plans per store type and the micro-batch writers behind them."""

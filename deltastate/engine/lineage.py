@@ -1,0 +1,58 @@
+"""A checkpoint's lineage: the identity under which its micro-batches are written to Delta.
+
+Spark restarts batch ids from 0 in a new checkpoint, so a lineage id (txnAppId for idempotent
+writes) and an epoch (ordering of a key's changelog records across checkpoints) are kept beside the
+checkpoint and created with it: a new checkpoint gets a new id and the next epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from deltastate.changelog.layout import CHANGELOG
+from deltastate.changelog.tables import table_exists
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+LINEAGE_FILE = "lineage.json"
+
+
+@dataclass(frozen=True)
+class Lineage:
+    store: str
+    lineage_id: str
+    epoch: int
+    checkpoint: str
+
+    def app_id(self, table: str) -> str:
+        return f"deltastate/{self.store}/{table}/{self.lineage_id}"
+
+    def query_checkpoint(self, query: str) -> str:
+        return f"{self.checkpoint}/{query}"
+
+
+def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
+    path = settings.table_path(store.name, CHANGELOG)
+    if not table_exists(spark, path):
+        return 0
+    row = spark.read.format("delta").load(path).agg({"epoch": "max"}).first()
+    return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+
+def load_or_create(spark: SparkSession, settings: Settings, store: StoreDefinition) -> Lineage:
+    checkpoint = settings.checkpoint_path(store.name)
+    marker = Path(checkpoint) / LINEAGE_FILE
+    if marker.is_file():
+        data = json.loads(marker.read_text())
+        return Lineage(store.name, data["lineage_id"], int(data["epoch"]), checkpoint)
+    lineage = Lineage(store.name, uuid.uuid4().hex, _next_epoch(spark, settings, store), checkpoint)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"lineage_id": lineage.lineage_id, "epoch": lineage.epoch, "store": store.name}))
+    tmp.replace(marker)
+    return lineage

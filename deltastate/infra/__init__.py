@@ -1,0 +1,1 @@
+"""Local JVM infrastructure: Maven-fetched jars and a single-node Kafka broker for development and tests."""

@@ -1,0 +1,54 @@
+"""The Spark session deltastate runs on: local jars only (never an Ivy download), Delta's SQL
+extension and catalog, the RocksDB state store provider, and deltastate's JVM functions."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from deltastate.config import Settings
+from deltastate.infra.jars import ensure_jars, spark_jars
+from deltastate.infra.udaf import udaf_jar
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
+    ensure_jars(settings, ("spark-kafka", "delta"))
+    jars = [*spark_jars(settings), str(udaf_jar(settings))]
+    conf = {
+        "spark.app.name": app_name,
+        "spark.master": settings.spark_master,
+        "spark.jars": ",".join(jars),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        # Changelog checkpointing uploads only the changed keys per batch, not RocksDB snapshots.
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.rocksdb.compression": "lz4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": os.environ.get("DELTASTATE_DRIVER_MEMORY", "4g"),
+        # A deep stack: the stream execution thread overflowed in java.util.regex under load.
+        "spark.driver.extraJavaOptions": "-Xss64m -Dlog4j2.level=WARN",
+        "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    conf.update(settings.extra_spark_conf)
+    return conf
+
+
+def get_spark(settings: Settings, app_name: str = "deltastate"):
+    """The process's Spark session, created on first use with deltastate's configuration."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings, app_name).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("DELTASTATE_SPARK_LOG_LEVEL", "ERROR"))
+    return spark

@@ -1,0 +1,145 @@
+"""Read-only, locked-down DuckDB connections to the current snapshot.
+
+Each thread keeps one connection and reuses it while CURRENT names the same file; a publish makes
+the next read reopen on the new file. A read runs entirely on one file, so it sees one complete
+snapshot even while publishes and retention happen underneath (an unlinked file stays readable
+through connections already open on it).
+
+Within one process DuckDB shares a database instance between all connections to the same file, and
+settings such as enable_external_access are global to that instance: the first connection locks the
+instance down, later ones find it locked and only verify it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from deltastate.config import Settings
+from deltastate.errors import SnapshotError
+from deltastate.snapshot.catalog import META_TABLE, STORES_TABLE, current_snapshot
+
+if TYPE_CHECKING:
+    import duckdb
+
+# Run in this order on a fresh instance; lock_configuration last, after which no SET is accepted.
+LOCKDOWN = (
+    "SET enable_external_access = false",  # no file reads/writes (read_csv, COPY, ATTACH), no extensions
+    "SET python_enable_replacements = false",  # no scanning of Python variables by name
+    "SET lock_configuration = true",
+)
+OPEN_ATTEMPTS = 5
+_OPEN_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class Snapshot:
+    """One open snapshot: its version, its file, the stores it holds and a read-only connection."""
+
+    version: int
+    path: Path
+    identity: tuple[str, int]
+    stores: frozenset[str]
+    con: duckdb.DuckDBPyConnection
+
+
+def _identity(path: Path) -> tuple[str, int]:
+    return path.name, os.stat(path).st_ino
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """Apply LOCKDOWN, or check it is in force when the shared instance was already locked."""
+    [(locked, external)] = con.execute(
+        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access')").fetchall()
+    if not locked:
+        for statement in LOCKDOWN:
+            con.execute(statement)
+    elif external:
+        raise SnapshotError("the snapshot is open elsewhere in this process with external access enabled "
+                            "and a locked configuration; refusing to serve queries from it")
+
+
+def open_snapshot(path: Path) -> Snapshot:
+    """Open one snapshot file read-only and lock the connection down."""
+    import duckdb
+
+    with _OPEN_LOCK:
+        identity = _identity(path)
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            lock_down(con)
+            meta = next(iter(con.execute(f"SELECT snapshot_version FROM {META_TABLE}").fetchall()), None)
+            stores = frozenset(r[0] for r in con.execute(f"SELECT store FROM {STORES_TABLE}").fetchall())
+        except BaseException:
+            con.close()
+            raise
+    if meta is None:
+        con.close()
+        raise SnapshotError(f"snapshot {path} has an empty {META_TABLE} table")
+    return Snapshot(int(meta[0]), path, identity, stores, con)
+
+
+class SnapshotReader:
+    """Hands out the current snapshot, one cached connection per thread. Thread-safe."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._local = threading.local()
+        # Weak: a thread that ends drops its connection (and with it any pruned file it kept alive).
+        self._opened: weakref.WeakSet[Snapshot] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def _resolve(self) -> Snapshot:
+        import duckdb
+
+        last_error: Exception | None = None
+        for _ in range(OPEN_ATTEMPTS):
+            path = current_snapshot(self.settings)
+            cached: Snapshot | None = getattr(self._local, "snapshot", None)
+            try:
+                if cached is not None and cached.identity == _identity(path):
+                    return cached
+                fresh = open_snapshot(path)
+            except (FileNotFoundError, duckdb.IOException) as exc:
+                last_error = exc  # retention removed the file between resolving CURRENT and opening it
+                continue
+            if cached is not None:
+                self._forget(cached)
+            self._local.snapshot = fresh
+            with self._lock:
+                self._opened.add(fresh)
+            return fresh
+        raise SnapshotError(f"could not open the current snapshot after {OPEN_ATTEMPTS} attempts: {last_error}")
+
+    def _forget(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._opened.discard(snapshot)
+        snapshot.con.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """The current snapshot, pinned for the duration of the block (use it from this thread only)."""
+        yield self._resolve()
+
+    def close(self) -> None:
+        """Close every connection this reader opened (call when no read is running)."""
+        with self._lock:
+            opened, self._opened = list(self._opened), weakref.WeakSet()
+        for snapshot in opened:
+            snapshot.con.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> SnapshotReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["LOCKDOWN", "Snapshot", "SnapshotReader", "lock_down", "open_snapshot"]

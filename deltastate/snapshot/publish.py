@@ -1,0 +1,205 @@
+"""Publishes a new global DuckDB snapshot of the stores' state, built from their Delta changelogs.
+
+Steps, under an exclusive lock so publishers run one at a time:
+ 1. version = newest published version + 1; build snapshot-<version>.duckdb under a temp name:
+    one table per store (key PRIMARY KEY, typed value columns, provenance columns) loaded from
+    latest_state(...) at a pinned changelog version, plus the _snapshot and _snapshot_stores tables;
+ 2. checkpoint, close, fsync, and rename it to its final name;
+ 3. point CURRENT at it (atomic os.replace), then delete snapshots beyond settings.snapshot_keep.
+A crash at any step leaves the previous snapshot current and complete.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltastate.changelog.layout import CHANGELOG, KEY
+from deltastate.changelog.reader import latest_commit, latest_state
+from deltastate.config import Settings
+from deltastate.errors import SnapshotError
+from deltastate.snapshot.catalog import (
+    LOCK_FILE, META_DDL, META_TABLE, STORES_DDL, STORES_TABLE, TEMP_MARK, SnapshotInfo, StoreSnapshot,
+    current_snapshot, current_version, fsync_dir, prune, read_info, read_pointer, snapshot_files, snapshot_name,
+    write_pointer,
+)
+from deltastate.stores import list_stores, load_store
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    import duckdb
+    from pyspark.sql import SparkSession
+
+DUCKDB_TYPES = {"long": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}
+# Provenance columns kept per key in a snapshot table, after the value columns.
+PROVENANCE: tuple[tuple[str, str], ...] = (
+    ("source_partition", "INTEGER"),
+    ("source_offset", "BIGINT"),
+    ("batch_id", "BIGINT"),
+    ("event_time", "TIMESTAMP"),  # naive UTC
+    ("write_time", "TIMESTAMP"),
+)
+
+
+def quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def table_columns(store: StoreDefinition) -> list[tuple[str, str]]:
+    """(name, DuckDB type) of the store's snapshot table, key first."""
+    values = [(f.name, DUCKDB_TYPES[f.type]) for f in store.value_fields]
+    return [(KEY, "VARCHAR"), *values, *PROVENANCE]
+
+
+def table_ddl(store: StoreDefinition) -> str:
+    cols = [f"{quote(KEY)} VARCHAR PRIMARY KEY"] + [f"{quote(n)} {t}" for n, t in table_columns(store)[1:]]
+    return f"CREATE TABLE {quote(store.name)} ({', '.join(cols)})"
+
+
+@contextmanager
+def publish_lock(settings: Settings) -> Iterator[None]:
+    settings.snapshots_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.snapshots_dir / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _utc_naive(ts: datetime | None) -> datetime | None:
+    if ts is None or ts.tzinfo is None:
+        return ts
+    return ts.astimezone(UTC).replace(tzinfo=None)
+
+
+def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: Settings,
+                store: StoreDefinition) -> StoreSnapshot:
+    """Create the store's table and fill it from the changelog pinned at its latest version."""
+    con.execute(table_ddl(store))
+    path = settings.table_path(store.name, CHANGELOG)
+    latest = latest_commit(spark, path)
+    version, committed_at = (None, None) if latest is None else (latest[0], _utc_naive(latest[1]))
+    if version is not None:
+        # Pinned: the stream may commit meanwhile; the recorded version must match the rows loaded.
+        names = [n for n, _ in table_columns(store)]
+        arrow = latest_state(spark, settings, store, version).select(*names).toArrow()
+        con.register("_incoming", arrow)
+        try:
+            cols = ", ".join(quote(n) for n in names)
+            con.execute(f"INSERT INTO {quote(store.name)} ({cols}) SELECT {cols} FROM _incoming")
+        finally:
+            con.unregister("_incoming")
+    [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(store.name)}").fetchall()
+    return StoreSnapshot(store.name, store.type, version, committed_at, int(rows))
+
+
+def _carry_forward(con: duckdb.DuckDBPyConnection, previous: Path, skip: set[str],
+                   declared: set[str]) -> list[StoreSnapshot]:
+    """Copy the tables (and their metadata rows) of still-declared stores that this publish does not
+    rebuild from the previous snapshot, so publishing a subset never drops the other stores."""
+    import duckdb
+
+    carried = []
+    prev = duckdb.connect(str(previous), read_only=True)
+    try:
+        for row in prev.execute(f"SELECT store, store_type, changelog_version, changelog_committed_at, "
+                                f"row_count FROM {STORES_TABLE} ORDER BY store").fetchall():
+            info = StoreSnapshot(*row)
+            if info.store in skip or info.store not in declared:
+                continue
+            # fetchall, not fetchone: DuckDB 2.0 refuses prev.sql() while an execute() result is unfinished.
+            [(ddl,)] = prev.execute("SELECT sql FROM duckdb_tables() WHERE database_name = current_database() "
+                                    "AND schema_name = 'main' AND table_name = ?", [info.store]).fetchall()
+            con.execute(ddl)
+            con.register("_incoming", prev.sql(f"SELECT * FROM {quote(info.store)}").to_arrow_table())
+            try:
+                con.execute(f"INSERT INTO {quote(info.store)} SELECT * FROM _incoming")
+            finally:
+                con.unregister("_incoming")
+            carried.append(info)
+    finally:
+        prev.close()
+    return carried
+
+
+def _write_metadata(con: duckdb.DuckDBPyConnection, version: int, published_at: datetime,
+                    stores: list[StoreSnapshot]) -> None:
+    con.execute(META_DDL)
+    con.execute(f"INSERT INTO {META_TABLE} VALUES (?, ?)", [version, published_at])
+    con.execute(STORES_DDL)
+    for s in stores:
+        con.execute(f"INSERT INTO {STORES_TABLE} VALUES (?, ?, ?, ?, ?)",
+                    [s.store, s.store_type, s.changelog_version, s.changelog_committed_at, s.row_count])
+
+
+def _build(spark: SparkSession, settings: Settings, stores: list[StoreDefinition], tmp: Path,
+           version: int, published_at: datetime, carry_from: Path | None) -> list[StoreSnapshot]:
+    import duckdb
+
+    con = duckdb.connect(str(tmp))
+    try:
+        # Spark hands timestamps over as UTC instants; keep them as naive UTC whatever the host zone.
+        con.execute("SET TimeZone = 'UTC'")
+        built = [_load_store(con, spark, settings, s) for s in stores]
+        if carry_from is not None:
+            built += _carry_forward(con, carry_from, {s.name for s in stores}, set(list_stores(settings)))
+        _write_metadata(con, version, published_at, sorted(built, key=lambda s: s.store))
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    return built
+
+
+def publish_snapshot(spark: SparkSession, settings: Settings,
+                     stores: list[StoreDefinition] | None = None) -> SnapshotInfo:
+    """Build and publish the next snapshot; return its metadata.
+
+    stores=None snapshots every declared store. With a list, those stores are rebuilt from their
+    changelogs and the other declared stores are carried over unchanged from the current snapshot.
+    """
+    import duckdb
+
+    partial = stores is not None
+    chosen = list(stores) if stores is not None else [load_store(settings, n) for n in list_stores(settings)]
+    names = [s.name for s in chosen]
+    if len(set(names)) != len(names):
+        raise SnapshotError(f"a store is listed twice: {', '.join(names)}")
+    with publish_lock(settings):
+        folder = settings.snapshots_dir
+        carry_from = current_snapshot(settings) if partial and read_pointer(settings) else None
+        version = max([0, *snapshot_files(settings), current_version(settings) or 0]) + 1
+        final = folder / snapshot_name(version)
+        tmp = folder / f".{final.name}{TEMP_MARK}{os.getpid()}"
+        published_at = datetime.now(UTC).replace(tzinfo=None)
+        try:
+            _build(spark, settings, chosen, tmp, version, published_at, carry_from)
+            os.replace(tmp, final)
+            fsync_dir(folder)
+        except duckdb.Error as exc:
+            raise SnapshotError(f"building snapshot {version} in {folder} failed: {exc}") from exc
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        write_pointer(settings, final.name)
+        prune(settings, settings.snapshot_keep)
+        return read_info(final, current=True)  # under the lock: another publish could prune it
+
+
+def describe(info: SnapshotInfo) -> dict[str, Any]:
+    """A JSON-ready view of a SnapshotInfo."""
+    iso = lambda ts: None if ts is None else ts.isoformat() + "Z"  # noqa: E731
+    return {
+        "snapshot_version": info.version, "file": info.path.name, "current": info.current,
+        "published_at": iso(info.published_at),
+        "stores": [{"store": s.store, "store_type": s.store_type, "changelog_version": s.changelog_version,
+                    "changelog_committed_at": iso(s.changelog_committed_at), "row_count": s.row_count}
+                   for s in info.stores],
+    }

@@ -1,0 +1,89 @@
+"""The frozen shape of a store definition; loader.py builds it from YAML and checks it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STORE_TYPES = ("key_value", "window", "session")
+FOLD_OPS = ("count", "sum", "min", "max", "last")
+VALUE_TYPES = {"long": "bigint", "double": "double", "string": "string"}
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    topic: str
+    partitions: int
+    key_field: str
+    event_schema_name: str
+    event_schema: dict[str, Any] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        return self.event_schema.get("properties", {})
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(self.event_schema.get("required", ()))
+
+
+@dataclass(frozen=True)
+class ValueField:
+    name: str
+    type: str  # one of VALUE_TYPES
+
+    @property
+    def spark_type(self) -> str:
+        return VALUE_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """value field <- op(event field); count takes no event field."""
+
+    target: str
+    op: str
+    source_field: str | None
+
+
+@dataclass(frozen=True)
+class ChangelogOptions:
+    min_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+    delete_retention_ms: int
+
+
+@dataclass(frozen=True)
+class StoreDefinition:
+    name: str
+    type: str
+    description: str
+    source: SourceSpec
+    value_schema_name: str
+    value_version: int
+    value_fields: tuple[ValueField, ...]
+    aggregations: tuple[Aggregation, ...]
+    event_time_field: str
+    tombstone: str
+    changelog: ChangelogOptions
+    rocksdb: dict[str, Any]
+    leaderboard_default_by: str | None
+    ttl_ms: int | None = None
+
+    @property
+    def key_field(self) -> str:
+        return self.source.key_field
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.value_fields)
+
+    def value_field(self, name: str) -> ValueField:
+        for f in self.value_fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    @property
+    def numeric_columns(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.value_fields if f.type in ("long", "double"))
