@@ -53,6 +53,19 @@ def infra() -> None:
     """Start, stop and inspect the local Kafka broker and the JVM jars."""
 
 
+@infra.command("setup")
+@click.pass_context
+@_reported
+def setup(ctx: click.Context) -> None:
+    """Fetch every jar folder (Maven) and build deltastate's Spark functions: nothing is downloaded later."""
+    from deltastate.infra.udaf import udaf_jar
+
+    settings = _settings(ctx)
+    for profile, folder in ensure_jars(settings).items():
+        click.echo(f"  {profile:<12} {len(list(folder.glob('*.jar')))} jars in {folder}")
+    click.echo(f"  functions    {udaf_jar(settings)}")
+
+
 @infra.command("up")
 @click.option("--timeout", default=90.0, show_default=True, help="Seconds to wait for the broker to be ready.")
 @click.pass_context

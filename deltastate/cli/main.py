@@ -29,3 +29,7 @@ _register()
 
 def main() -> None:
     run_guarded(cli)
+
+
+if __name__ == "__main__":
+    main()

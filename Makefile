@@ -1,0 +1,31 @@
+# deltastate: the two commands a new machine needs are `make demo` and `make test`.
+SHELL := /bin/bash
+export PATH := $(HOME)/.local/bin:$(PATH)
+UV := uv run --frozen
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-unit soak bench lint clean down
+
+setup:            ## install uv, the locked environment, jars and Spark functions
+	bash scripts/setup.sh
+
+demo: setup       ## the leaderboard end to end: broker, produce, run, publish, query
+	$(UV) deltastate demo
+
+test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (< 30 min)
+	$(UV) pytest -m "not soak" -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-unit: setup  ## pure functions only
+	$(UV) pytest tests/unit -q -p no:cacheprovider
+
+soak: setup       ## long crash and restart trials
+	$(UV) pytest -m soak -q -p no:cacheprovider
+
+bench: setup      ## ingest benchmark (printed figures)
+	$(UV) deltastate bench ingest
+
+down:             ## stop the local broker
+	$(UV) deltastate infra down
+
+clean: down
+	rm -rf .deltastate

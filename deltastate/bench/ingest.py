@@ -1,0 +1,71 @@
+"""Ingest benchmark: events per second from Kafka to the committed Delta changelog, for one
+`--once` run over a backlog on a fresh topic and fresh tables (producing is not timed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+from deltastate.config import Settings
+
+
+@dataclass(frozen=True)
+class IngestFigures:
+    store: str
+    events: int
+    keys: int
+    cores: int
+    produce_seconds: float
+    run_seconds: float
+    records_in: int
+    applied: int
+    dead_lettered: int
+    changelog_records: int
+    spark_master: str
+    shuffle_partitions: int
+
+    @property
+    def events_per_second(self) -> float:
+        return self.records_in / self.run_seconds if self.run_seconds else 0.0
+
+    def lines(self) -> list[str]:
+        return [
+            f"bench ingest {self.store}: {self.events:,} events, {self.keys:,} keys, "
+            f"{self.cores} cores, master {self.spark_master}, {self.shuffle_partitions} shuffle partitions",
+            f"  produce (untimed):   {self.produce_seconds:8.1f} s",
+            f"  run --once:          {self.run_seconds:8.1f} s  (Spark session start excluded)",
+            f"  records in:          {self.records_in:>12,}  = {self.applied:,} applied + {self.dead_lettered:,} dead-lettered",
+            f"  changelog records:   {self.changelog_records:>12,}",
+            f"  throughput:          {self.events_per_second:>12,.0f} events/s",
+        ]
+
+
+def run_ingest_bench(settings: Settings, events: int, players: int, seed: int = 1,
+                     max_offsets_per_trigger: int | None = None) -> IngestFigures:
+    from deltastate.engine.runner import run_store
+    from deltastate.infra.spark import get_spark
+    from deltastate.ingest.generators import leaderboard_records
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.stores import load_store
+
+    run_id = uuid.uuid4().hex[:8]
+    bench_settings = dataclasses.replace(settings, storage_root=str(settings.home / "bench" / run_id))
+    store = load_store(settings, "player_stats")
+    topic = f"bench-{store.name}-{run_id}"
+    ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
+    produced = produce_records(settings.kafka_bootstrap, topic, leaderboard_records(events, players, seed))
+    get_spark(bench_settings)  # session start-up is not part of the figure
+    started = time.monotonic()
+    result = run_store(bench_settings, store.name, once=True, topic=topic,
+                       max_offsets_per_trigger=max_offsets_per_trigger)
+    seconds = time.monotonic() - started
+    return IngestFigures(
+        store=store.name, events=events, keys=players, cores=os.cpu_count() or 0,
+        produce_seconds=produced.seconds, run_seconds=seconds, records_in=result.records_in,
+        applied=result.applied, dead_lettered=result.dead_lettered,
+        changelog_records=result.changelog_records, spark_master=settings.spark_master,
+        shuffle_partitions=settings.shuffle_partitions,
+    )

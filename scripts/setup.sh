@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs, from the project's own files: uv (pinned), the locked Python
+# environment, the Maven jar folders and deltastate's Spark functions. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+UV_VERSION=0.13.9
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' is required ($2)" >&2; exit 1; }; }
+need java "OpenJDK 17"
+need javac "OpenJDK 17 JDK"
+need mvn "Apache Maven"
+need python3.11 "CPython 3.11"
+
+if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != "$UV_VERSION" ]; then
+  echo "setup: installing uv $UV_VERSION" >&2
+  python3.11 -m pip install --quiet --user "uv==$UV_VERSION" 2>/dev/null || python3.11 -m pip install --quiet "uv==$UV_VERSION"
+  export PATH="$HOME/.local/bin:$PATH"
+fi
+uv sync --frozen --python python3.11 --quiet
+uv run --frozen deltastate infra setup
