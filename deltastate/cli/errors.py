@@ -1,16 +1,62 @@
-"""How the CLI reports deltastate's errors: one line on stderr, exit code 1 for a missing key
-(like a failed lookup), 2 for everything else deltastate refuses."""
+"""How the CLI reports deltastate's errors: one line on stderr, no traceback; exit status 1 for a
+missing key (like a failed lookup), 2 for anything else deltastate refuses.
+
+Commands wrap themselves with `reported` so they behave the same under `deltastate ...`, under
+click's CliRunner in tests, and when another group (Airflow, a script) invokes them."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, TypeVar
 
 import click
 
+from deltastate.config import Settings, load_settings
 from deltastate.errors import DeltastateError, KeyNotFoundError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CommandError(click.ClickException):
+    """A DeltastateError shown as `error: <msg>` on stderr, exit status 2."""
+
+    exit_code = 2
+    prefix = "error"
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"{self.prefix}: {self.format_message()}", err=True)
+
+
+class NotFoundError(CommandError):
+    exit_code = 1
+    prefix = "not found"
+
+
+def reported(func: F) -> F:
+    """deltastate's own errors become a one-line message and an exit status instead of a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except KeyNotFoundError as exc:
+            raise NotFoundError(str(exc)) from exc
+        except DeltastateError as exc:
+            raise CommandError(str(exc)) from exc
+
+    return wrapper  # type: ignore[return-value]
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    """Settings put on the context by a caller (tests, embedding), else from the environment."""
+    obj = ctx.find_object(Settings)
+    return obj if obj is not None else load_settings()
 
 
 def run_guarded(command: click.Command) -> None:
+    """Entry point: commands not wrapped with `reported` still end in one line, not a traceback."""
     try:
         command.main(standalone_mode=False)
     except click.exceptions.Abort:
@@ -20,8 +66,8 @@ def run_guarded(command: click.Command) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except KeyNotFoundError as exc:
-        click.echo(f"not found: {exc}", err=True)
+        NotFoundError(str(exc)).show()
         sys.exit(1)
     except DeltastateError as exc:
-        click.echo(f"error: {exc}", err=True)
+        CommandError(str(exc)).show()
         sys.exit(2)

@@ -8,44 +8,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
-from deltastate.config import Settings, load_settings
-from deltastate.errors import DeltastateError
+from deltastate.cli.errors import reported as _reported
+from deltastate.cli.errors import settings_of as _settings
 from deltastate.infra.broker import LocalBroker
 from deltastate.infra.jars import PROFILES, ensure_jars, is_fetched, profile_dir
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class InfraCommandError(click.ClickException):
-    """A DeltastateError surfaced as `error: <msg>` on stderr with exit status 2."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-def _reported(func: F) -> F:
-    """Turn deltastate's own errors into a clean message instead of a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DeltastateError as exc:
-            raise InfraCommandError(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.find_object(Settings)
-    return obj if obj is not None else load_settings()
 
 
 @click.group("infra")
@@ -124,7 +96,7 @@ def status(ctx: click.Context) -> None:
         click.echo(f"  {profile:<12} {state}")
 
 
-__all__ = ["InfraCommandError", "infra"]
+__all__ = ["infra"]
 
 
 if __name__ == "__main__":  # pragma: no cover - convenience for `python -m`

@@ -10,38 +10,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from functools import wraps
 from typing import Any, TypeVar
 
 import click
 
-from deltastate.cli.infra_cmd import InfraCommandError
-from deltastate.config import Settings, load_settings
-from deltastate.errors import DeltastateError
+from deltastate.cli.errors import reported as _reported
+from deltastate.cli.errors import settings_of as _settings
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.stores import load_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["produce"]
-
-
-def _reported(func: F) -> F:
-    """deltastate's own errors become `error: <msg>` (exit 2) instead of a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DeltastateError as exc:
-            raise InfraCommandError(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.find_object(Settings)
-    return obj if obj is not None else load_settings()
 
 
 def workload_options(func: F) -> F:

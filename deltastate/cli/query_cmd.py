@@ -11,48 +11,12 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import date, datetime
 from decimal import Decimal
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from deltastate.config import Settings, load_settings
-from deltastate.errors import DeltastateError, KeyNotFoundError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class QueryCommandError(click.ClickException):
-    """A DeltastateError shown as `error: <msg>` on stderr, exit status 2."""
-
-    exit_code = 2
-    prefix = "error"
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"{self.prefix}: {self.format_message()}", err=True)
-
-
-class NotFoundError(QueryCommandError):
-    exit_code = 1
-    prefix = "not found"
-
-
-def _reported(func: F) -> F:
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except KeyNotFoundError as exc:
-            raise NotFoundError(str(exc)) from exc
-        except DeltastateError as exc:
-            raise QueryCommandError(str(exc)) from exc
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings(ctx: click.Context) -> Settings:
-    obj = ctx.find_object(Settings)
-    return obj if obj is not None else load_settings()
+from deltastate.cli.errors import reported as _reported
+from deltastate.cli.errors import settings_of as _settings
 
 
 # -- output --------------------------------------------------------------------------------------

@@ -17,7 +17,12 @@ from deltastate.config import Settings
 from deltastate.engine.fold import register_fold
 from deltastate.engine.lineage import Lineage, load_or_create
 from deltastate.engine.plan import changelog_stream, classified_stream, source_stream
-from deltastate.engine.writer import BatchListener, BatchReport, changelog_writer, intake_writer
+from deltastate.engine.writer import (
+    BatchListener,
+    BatchReport,
+    changelog_writer,
+    intake_writer,
+)
 from deltastate.infra.spark import get_spark
 from deltastate.stores import load_store
 

@@ -24,8 +24,22 @@ from deltastate.changelog.reader import latest_commit, latest_state
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import (
-    LOCK_FILE, META_DDL, META_TABLE, STORES_DDL, STORES_TABLE, TEMP_MARK, SnapshotInfo, StoreSnapshot,
-    current_snapshot, current_version, fsync_dir, prune, read_info, read_pointer, snapshot_files, snapshot_name,
+    LOCK_FILE,
+    META_DDL,
+    META_TABLE,
+    STORES_DDL,
+    STORES_TABLE,
+    TEMP_MARK,
+    SnapshotInfo,
+    StoreSnapshot,
+    current_snapshot,
+    current_version,
+    fsync_dir,
+    prune,
+    read_info,
+    read_pointer,
+    snapshot_files,
+    snapshot_name,
     write_pointer,
 )
 from deltastate.stores import list_stores, load_store

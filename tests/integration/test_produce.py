@@ -21,7 +21,12 @@ from deltastate.config import PROJECT_ROOT, Settings, load_settings
 from deltastate.infra.broker import LocalBroker
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
-from deltastate.ingest.producer import ProduceError, TopicMismatchError, ensure_topic, produce_records
+from deltastate.ingest.producer import (
+    ProduceError,
+    TopicMismatchError,
+    ensure_topic,
+    produce_records,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

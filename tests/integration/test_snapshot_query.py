@@ -21,7 +21,12 @@ from deltastate.changelog.layout import CHANGELOG, changelog_columns, ddl, segme
 from deltastate.changelog.reader import changelog_version, commit_time, latest_state
 from deltastate.cli.query_cmd import register
 from deltastate.config import PROJECT_ROOT, Settings, load_settings
-from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
+from deltastate.errors import (
+    KeyNotFoundError,
+    QueryError,
+    SnapshotError,
+    UnknownStoreError,
+)
 from deltastate.query import Queries
 from deltastate.snapshot import current_snapshot, list_snapshots, publish_snapshot
 from deltastate.snapshot.catalog import CURRENT, snapshot_files
