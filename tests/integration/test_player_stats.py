@@ -40,7 +40,8 @@ KV = tuple[bytes | None, bytes | None]
 
 # -- helpers -------------------------------------------------------------------------------------
 def event(player: str, score: Any, ts: Any, game: str | None = None, **extra: Any) -> bytes:
-    doc = {"player_id": player, "game_id": game or f"g-{player}-{ts}", "score": score, "ts": ts, **extra}
+    game_id = f"g-{player}-{ts}" if game is None else game
+    doc = {"player_id": player, "game_id": game_id, "score": score, "ts": ts, **extra}
     return json.dumps(doc).encode()
 
 
@@ -166,7 +167,7 @@ def test_large_backlog_matches_reference(broker: str, spark, make_settings, topi
     if result.batches.get("changelog") == 1:  # one record per key the batch touched
         assert result.changelog_records == len(players)
     assert_changelog_unique(spark, settings)
-    assert row_counts(spark, settings)["deadletter"] == 0
+    assert table(spark, settings, "deadletter").count() == 0
     assert_state(published_state(spark, settings), exp)
 
 
@@ -213,10 +214,11 @@ def test_incremental_runs_and_tombstones(broker: str, spark, make_settings, topi
         (b"tomb-a", event("tomb-a", 100, 10)),
         (b"tomb-b", event("tomb-b", 3, 3)),
         (b"tomb-ghost", T),
-        *[(k.encode(), T) for k in survivors],
-        *[(k.encode(), event(k, 1_000 + i, 5)) for i, k in enumerate(survivors[:3])],
     ]
-    run2 = interleave(generated(2_000, 300, seed=22, tombstones=0.02), second_hand)
+    # Generated players live after run 1: deleted at the end of run 2's backlog, three re-created.
+    last_words: list[KV] = [*[(k.encode(), T) for k in survivors],
+                            *[(k.encode(), event(k, 1_000 + i, 5)) for i, k in enumerate(survivors[:3])]]
+    run2 = interleave(generated(2_000, 300, seed=22, tombstones=0.02), second_hand) + last_words
     produce(settings, topic, run2, ref)
     exp2 = expected(ref.records, settings.max_value_bytes)
     assert exp2.state["tomb-a"] == {"games": 3, "total_score": 114, "best_score": 100, "last_played": 50}
@@ -239,8 +241,28 @@ def test_incremental_runs_and_tombstones(broker: str, spark, make_settings, topi
             assert k not in state
 
 
-# -- bad records ---------------------------------------------------------------------------------
-def test_bad_records_are_dead_lettered(broker: str, spark, make_settings, topic: str) -> None:
+# -- bad records, then a replayed micro-batch ----------------------------------------------------
+def _drop_newest_commit(settings: Settings, query: str) -> int:
+    """Delete the query's newest checkpoint commit, as if the process died between the batch's Delta
+    appends and its checkpoint commit; returns that batch id."""
+    commits = Path(settings.checkpoint_path(STORE)) / query / "commits"
+    newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(newest)).unlink()
+    (commits / f".{newest}.crc").unlink(missing_ok=True)
+    return newest
+
+
+def _delta_version(spark, settings: Settings, name: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, settings.table_path(STORE, name)).history(1).first()["version"])
+
+
+def test_bad_records_dead_lettered_and_replayed_batch_written_once(broker: str, spark, make_settings,
+                                                                    topic: str) -> None:
+    """Every kind of bad record lands in the deadletter table with its reason and exact source
+    position and bytes, valid records around them are applied; then the micro-batch is replayed
+    (its checkpoint commits deleted) and Delta's idempotent appends skip all of it."""
     settings = make_settings(max_value_bytes=2048)
     new_topic(settings, broker, topic)
     big = event("bad-big", 1, 1, pad="x" * 3000)
@@ -268,6 +290,9 @@ def test_bad_records_are_dead_lettered(broker: str, spark, make_settings, topic:
         (b"bad-tsstr", event("bad-tsstr", 1, "2024-01-01"), "schema: field 'ts' must be integer, got string"),
         (b"bad-pid", json.dumps({"player_id": 7, "game_id": "g", "score": 1, "ts": 1}).encode(),
          "schema: field 'player_id' must be string, got *"),
+        (b"bad-exp", b'{"player_id": "bad-exp", "game_id": "g", "score": 1e2, "ts": 5}',
+         "schema: field 'score' must be integer, got *"),
+        (b"bad-huge", event("bad-huge", 2**63, 5), "schema: field 'score' *"),  # beyond a 64-bit integer
         (b"bad-neg", event("bad-neg", -5, 5), "schema: field 'score' must be >= 0"),
         (b"bad-negts", event("bad-negts", 5, -1), "schema: field 'ts' must be >= 0"),
         (b"bad-gid", event("bad-gid", 5, 5, game=""), "schema: field 'game_id' *"),
@@ -282,6 +307,10 @@ def test_bad_records_are_dead_lettered(broker: str, spark, make_settings, topic:
         (b"bad-limit", at_limit),  # exactly at the size limit: applied
         (b"ok-unicode", event("ok-unicode", 3, 30, game="spiel-ü-🎮")),
         (b"ok-tomb", event("ok-tomb", 1, 1)), (b"ok-tomb", None), (b"ok-tomb", event("ok-tomb", 2, 2)),
+        (b"ok-zero", event("ok-zero", 0, 0)),  # the minimums are inclusive
+        (b"ok-bigint", event("ok-bigint", 2**53 + 1, 2**53 + 3)),  # exact beyond a double's precision
+        (b"ok-space", b'  \n {"player_id": "ok-space", "game_id": "g", "score": 1, "ts": 1} \n'),
+        ("spieler-ü".encode(), event("spieler-ü", 5, 5)),
     ]
     # Valid records around the bad ones, including for the same keys before and after.
     records: list[KV] = []
@@ -330,46 +359,24 @@ def test_bad_records_are_dead_lettered(broker: str, spark, make_settings, topic:
     state = published_state(spark, settings)
     assert_state(state, exp)
     assert state["ok-tomb"] == {"games": 1, "total_score": 2, "best_score": 2, "last_played": 2}
-    assert "bad-limit" in state and "bad-big" not in state and "bad-other" not in state
+    assert "bad-limit" in state and "bad-other" not in state
+    assert state["ok-bigint"] == {"games": 1, "total_score": 2**53 + 1, "best_score": 2**53 + 1,
+                                  "last_played": 2**53 + 3}
+    assert state["ok-zero"] == {"games": 1, "total_score": 0, "best_score": 0, "last_played": 0}
+    assert "ok-space" in state and "spieler-ü" in state
 
-
-# -- replayed micro-batch --------------------------------------------------------------------------
-def _drop_newest_commit(settings: Settings, query: str) -> int:
-    commits = Path(settings.checkpoint_path(STORE)) / query / "commits"
-    newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    (commits / str(newest)).unlink()
-    (commits / f".{newest}.crc").unlink(missing_ok=True)
-    return newest
-
-
-def test_replayed_batch_writes_nothing_new(broker: str, spark, make_settings, topic: str) -> None:
-    from delta.tables import DeltaTable
-
-    settings = make_settings()
-    ref = new_topic(settings, broker, topic)
-    records = interleave(generated(3_000, 400, seed=31, tombstones=0.02),
-                         [(b"bad-1", b"{oops"), (b"bad-2", event("bad-x", 1, 1)), (b"bad-3", b"[]")])
-    produce(settings, topic, records, ref)
-    exp = expected(ref.records, settings.max_value_bytes)
-    assert exp.dead_lettered == 3
-
-    first = run_store(settings, STORE, once=True, topic=topic)
-    assert_counts(exp, first, spark, settings)
+    # Replay: Spark runs the last micro-batch again with the same offsets; nothing new may land.
     counts = row_counts(spark, settings)
-    assert counts["deadletter"] == 3 and counts["changelog"] > 0 and counts["intake"] >= 1
-    versions = {name: DeltaTable.forPath(spark, settings.table_path(STORE, name)).history(1).first()["version"]
-                for name in counts}
-
-    # As if the process died between the Delta appends and the checkpoint commit.
+    assert counts["deadletter"] == len(bad) and counts["changelog"] > 0 and counts["intake"] >= 1
+    versions = {name: _delta_version(spark, settings, name) for name in counts}
     replayed = {query: _drop_newest_commit(settings, query) for query in ("changelog", "intake")}
     again = run_store(settings, STORE, once=True, topic=topic)
-    assert again.lineage == first.lineage
-    # Spark did run the batch again (otherwise this test proves nothing) ...
+    assert again.lineage == result.lineage
+    # Spark did run the batch again (otherwise this proves nothing) ...
     assert again.batches.get("intake", 0) >= 1 and again.batches.get("changelog", 0) >= 1, (replayed, again.batches)
-    # ... and Delta skipped every append of it.
+    # ... and Delta skipped every append of it: same rows, no new table version.
     assert row_counts(spark, settings) == counts
-    assert {name: DeltaTable.forPath(spark, settings.table_path(STORE, name)).history(1).first()["version"]
-            for name in counts} == versions
+    assert {name: _delta_version(spark, settings, name) for name in counts} == versions
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)
@@ -383,7 +390,9 @@ def _cli_env(settings: Settings) -> dict[str, str]:
                DELTASTATE_CONTROLLER_PORT=str(settings.controller_port),
                DELTASTATE_SHUFFLE_PARTITIONS=str(settings.shuffle_partitions),
                DELTASTATE_MAX_VALUE_BYTES=str(settings.max_value_bytes),
-               DELTASTATE_DRIVER_MEMORY="1g")
+               DELTASTATE_DRIVER_MEMORY="1g",
+               # Spark's scratch space (and RocksDB's working copies): a killed JVM leaves it behind.
+               SPARK_LOCAL_DIRS=str(settings.home / "spark-local"))
     assert load_settings(env) == settings  # the subprocess sees exactly this test's settings
     return env
 
@@ -453,23 +462,32 @@ class CliRun:
             self._fh.close()
 
 
+def _batch_ids(settings: Settings, query: str, log: str) -> list[int]:
+    folder = Path(settings.checkpoint_path(STORE)) / query / log
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
 def _commits(settings: Settings, query: str = "changelog") -> int:
-    folder = Path(settings.checkpoint_path(STORE)) / query / "commits"
-    return sum(1 for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else 0
+    return len(_batch_ids(settings, query, "commits"))
+
+
+def _in_flight(settings: Settings, query: str = "changelog") -> bool:
+    """A micro-batch is planned (offsets log written) but not committed yet: mid-stream."""
+    offsets, commits = _batch_ids(settings, query, "offsets"), _batch_ids(settings, query, "commits")
+    return bool(offsets) and (not commits or offsets[-1] > commits[-1])
 
 
 def _committed_offsets(settings: Settings, query: str, topic: str) -> dict[int, int]:
     """Next offset per partition after the query's latest committed micro-batch ({} before any)."""
-    folder = Path(settings.checkpoint_path(STORE)) / query
-    done = [int(p.name) for p in (folder / "commits").iterdir() if p.name.isdigit()] \
-        if (folder / "commits").is_dir() else []
+    done = _batch_ids(settings, query, "commits")
     if not done:
         return {}
-    lines = (folder / "offsets" / str(max(done))).read_text().splitlines()  # v1, metadata, one per source
+    path = Path(settings.checkpoint_path(STORE)) / query / "offsets" / str(done[-1])
+    lines = path.read_text().splitlines()  # v1, batch metadata, then one line per source
     return {int(p): int(o) for p, o in json.loads(lines[-1])[topic].items()}
 
 
-def _wait_for(what: str, condition, run: CliRun, timeout: float, every: float = 0.5) -> None:
+def _wait_for(what: str, condition, run: CliRun, timeout: float, every: float = 0.25) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         run.check_running()
@@ -488,10 +506,17 @@ def cli_runs() -> Iterator[list[CliRun]]:
 
 def test_continuous_run_stopped_crashed_and_restarted(broker: str, spark, make_settings, topic: str,
                                                       tmp_path: Path, cli_runs: list[CliRun]) -> None:
+    """`deltastate run --continuous` in a subprocess, fed while it runs: SIGTERM while a micro-batch
+    is in flight, restart and catch up (compare), then SIGKILL of the CLI and its JVM while a
+    micro-batch is in flight, restart from that checkpoint and catch up (compare again)."""
     settings = make_settings()
     ref = new_topic(settings, broker, topic)
     stream = generated(12_000, 800, seed=41, tombstones=0.02)
     chunks = [stream[i:i + 1_000] for i in range(0, len(stream), 1_000)]
+    began = time.monotonic()
+
+    def phase(what: str) -> None:  # shown with -s, or on failure
+        print(f"[{time.monotonic() - began:6.1f}s] {what}; changelog commits {_commits(settings)}")
 
     def produce_next(n: int = 1, pause: float = 0.0) -> None:
         for _ in range(n):
@@ -503,35 +528,61 @@ def test_continuous_run_stopped_crashed_and_restarted(broker: str, spark, make_s
         cli_runs.append(run)
         return run
 
+    def end_offsets() -> dict[int, int]:  # a fresh topic: offsets count from 0 per partition
+        return dict(Counter(r.partition for r in ref.records))
+
+    def caught_up(exp: Expected) -> bool:  # the cheap checkpoint check first, then the audit table
+        return (all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
+                and intake_totals(spark, settings)["records_in"] >= exp.records_in)
+
+    def wait_mid_batch(run: CliRun) -> None:
+        """Until a micro-batch of either query is planned but not committed; if the stream goes idle
+        first, feed it one more record now and then."""
+        waited, nudges = time.monotonic(), 0
+        while not any(_in_flight(settings, q) for q in ("changelog", "intake")):
+            run.check_running()
+            assert time.monotonic() - waited < 90, f"no micro-batch in flight after 90s:\n{run.tail()}"
+            if time.monotonic() - waited > 10 * (nudges + 1):
+                nudges += 1
+                produce(settings, topic, [(b"nudge", event("nudge", nudges, nudges))], ref)
+            time.sleep(0.1)
+
+    # 1: fed while running, stopped with SIGTERM while a micro-batch is in flight.
     produce_next(2)
-    # 1: stopped with SIGTERM mid-stream, after at least one changelog commit.
     run = start("run1")
-    _wait_for("a first changelog commit", lambda: _commits(settings) >= 1, run, timeout=120)
-    produce_next(3, pause=0.7)
+    _wait_for("a first changelog commit", lambda: _commits(settings) >= 1, run, timeout=180)
+    phase("run 1 committed")
+    produce_next(2, pause=0.3)
+    wait_mid_batch(run)
     assert run.terminate() == 0, run.tail()
-    after_term = _commits(settings)
+    phase("run 1 stopped (SIGTERM) mid-batch")
+
+    # 2: restarted, fed, and left to catch up with everything produced.
     produce_next(2)
-
-    # 2: restarted, then killed (CLI and JVM, SIGKILL) right after more records arrive.
+    after_term = _commits(settings)
     run = start("run2")
-    _wait_for("a changelog commit after the restart", lambda: _commits(settings) > after_term, run, timeout=120)
-    produce_next(2, pause=0.7)
-    produce_next(1)
-    run.crash()
-    produce_next(len(chunks))
-    assert not chunks
-
-    # 3: restarted until every produced record is audited, then stopped.
+    _wait_for("a changelog commit after the restart", lambda: _commits(settings) > after_term, run, timeout=180)
+    produce_next(2, pause=0.3)
     exp = expected(ref.records, settings.max_value_bytes)
-    run = start("run3")
-    _wait_for("every produced record in the intake audit",
-              lambda: intake_totals(spark, settings)["records_in"] >= exp.records_in, run, timeout=240, every=2.0)
-    end = {p: sum(1 for r in ref.records if r.partition == p) for p in range(PARTITIONS)}
-    _wait_for("both queries to commit the end offsets",
-              lambda: all(_committed_offsets(settings, q, topic) == end for q in ("intake", "changelog")),
-              run, timeout=60)
-    assert run.terminate() == 0, run.tail()
-
+    _wait_for("every produced record audited and committed by both queries", lambda: caught_up(exp), run,
+              timeout=180, every=1.0)
+    phase("run 2 caught up")
     assert_counts(exp, None, spark, settings)  # no record lost or counted twice
+    assert_state(published_state(spark, settings), exp)
+
+    # 3: SIGKILL of the CLI and its JVM while a micro-batch is in flight; restart from the checkpoint.
+    produce_next(1)
+    wait_mid_batch(run)
+    run.crash()
+    phase("run 2 killed (SIGKILL) mid-batch")
+    produce_next(len(chunks))
+    exp = expected(ref.records, settings.max_value_bytes)
+    # The restart runs in this process (its Spark is warm): the same run_store the CLI calls, on the
+    # crashed checkpoint, replaying the batch that was in flight.
+    result = run_store(settings, STORE, once=True, topic=topic)
+    phase("restarted after the crash and caught up")
+    assert result.lineage.epoch == 0 and result.records_in > 0
+    assert all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
+    assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)
