@@ -48,7 +48,10 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
         F.lit(lineage.epoch).cast("int").alias("epoch"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
         F.lit(lineage.lineage_id).alias("query_id"),
-        F.when(alive, F.timestamp_millis(slot[EVENT_TIME_SLOT])).otherwise(F.col("kafka_timestamp")).alias("event_time"),
+        # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
+        # of an overflow that would fail, and on every replay fail again, the micro-batch.
+        F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
+         .otherwise(F.col("kafka_timestamp")).alias("event_time"),
         F.current_timestamp().alias("write_time"),
         F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
     )

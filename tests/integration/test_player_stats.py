@@ -382,6 +382,31 @@ def test_bad_records_dead_lettered_and_replayed_batch_written_once(broker: str, 
     assert_state(published_state(spark, settings), exp)
 
 
+# -- known bug -------------------------------------------------------------------------------------
+MAX_TIMESTAMP_MS = (2**63 - 1) // 1000  # the largest epoch-millis a Spark timestamp (micros, long) can hold
+
+
+def test_event_time_beyond_the_timestamp_range_does_not_kill_the_stream(broker: str, spark, make_settings,
+                                                                       topic: str) -> None:
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    records: list[KV] = [(b"far-future", event("far-future", 1, MAX_TIMESTAMP_MS + 1)), (b"ok", event("ok", 2, 2))]
+    produce(settings, topic, records, ref)
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert exp.dead_lettered == 0  # an integer ts >= 0 is valid by game_result.v1 (no maximum)
+
+    result = run_store(settings, STORE, once=True, topic=topic)  # today: StreamingQueryException
+
+    assert result.records_in == len(records) == result.applied + result.dead_lettered
+    state = published_state(spark, settings)
+    assert state["ok"] == exp.state["ok"]
+    if result.dead_lettered:  # a fix may dead-letter it instead (e.g. the schema gains a maximum) ...
+        [row] = table(spark, settings, "deadletter").collect()
+        assert row["reason"].startswith("schema: field 'ts'") and "far-future" not in state
+    else:  # ... or apply it as is
+        assert state["far-future"] == exp.state["far-future"]
+
+
 # -- continuous CLI run: stop, crash, restart ------------------------------------------------------
 def _cli_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
