@@ -4,7 +4,7 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 UV := uv run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit soak bench lint clean down
+.PHONY: setup demo test test-unit bench clean down
 
 setup:            ## install uv, the locked environment, jars and Spark functions
 	bash scripts/setup.sh
@@ -17,9 +17,6 @@ test: setup       ## every test, through the real broker, Spark, Delta and DuckD
 
 test-unit: setup  ## pure functions only
 	$(UV) pytest tests/unit -q -p no:cacheprovider
-
-soak: setup       ## long crash and restart trials
-	$(UV) pytest -m soak -q -p no:cacheprovider
 
 bench: setup      ## ingest benchmark (printed figures)
 	$(UV) deltastate bench ingest

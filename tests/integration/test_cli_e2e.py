@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import re
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,15 +17,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from reference import VALUE_FIELDS, Expected, ReferenceTopic, expected, rank_of, ranking, top
 
 from deltastate.cli.main import cli
 from deltastate.config import PROJECT_ROOT, Settings, load_settings
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import produce_records
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the reference
-from reference import VALUE_FIELDS, Expected, ReferenceTopic, expected, rank_of, ranking, top  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

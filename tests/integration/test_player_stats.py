@@ -1,151 +1,37 @@
 """player_stats end to end against the real broker, Spark, Delta and DuckDB, compared with the
 independent pure-Python reference in tests/reference.py: a large skewed backlog, incremental runs,
-tombstones within and across micro-batches, every kind of bad record, a replayed micro-batch, and a
-continuous CLI run stopped (SIGTERM) and crashed (SIGKILL) mid-stream and restarted."""
+tombstones within and across micro-batches, every kind of bad record, a replayed micro-batch."""
 
-from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from reference import expected
+from store_checks import (
+    KV,
+    PARTITIONS,
+    STORE,
+    assert_changelog_unique,
+    assert_counts,
+    assert_state,
+    consume_positions,
+    event,
+    generated,
+    interleave,
+    new_topic,
+    produce,
+    published_state,
+    row_counts,
+    table,
+)
 
-from deltastate.config import PROJECT_ROOT, Settings, load_settings
-from deltastate.engine.runner import RunResult, run_store
-from deltastate.ingest.generators import encode, leaderboard_events
+from deltastate.config import Settings
+from deltastate.engine.runner import run_store
 from deltastate.ingest.partitioner import partition_for
-from deltastate.ingest.producer import ensure_topic, produce_records
-from deltastate.query import Queries
-from deltastate.snapshot import publish_snapshot
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the reference
-from reference import VALUE_FIELDS, Expected, Record, ReferenceTopic, expected  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-
-STORE = "player_stats"
-PARTITIONS = 4
-KV = tuple[bytes | None, bytes | None]
-
-
-# -- helpers -------------------------------------------------------------------------------------
-def event(player: str, score: Any, ts: Any, game: str | None = None, **extra: Any) -> bytes:
-    game_id = f"g-{player}-{ts}" if game is None else game
-    doc = {"player_id": player, "game_id": game_id, "score": score, "ts": ts, **extra}
-    return json.dumps(doc).encode()
-
-
-def generated(events: int, players: int, seed: int, tombstones: float = 0.0) -> list[KV]:
-    return [(key.encode(), None if ev is None else encode(ev))
-            for key, ev in leaderboard_events(events, players, seed, tombstones=tombstones)]
-
-
-def new_topic(settings: Settings, broker: str, topic: str) -> ReferenceTopic:
-    assert settings.kafka_bootstrap == broker, "make_settings() must point at the session broker"
-    assert ensure_topic(broker, topic, PARTITIONS) is True
-    return ReferenceTopic(PARTITIONS, partition_for)
-
-
-def produce(settings: Settings, topic: str, records: list[KV], ref: ReferenceTopic | None = None) -> None:
-    result = produce_records(settings.kafka_bootstrap, topic, records)
-    assert (result.delivered, result.failed) == (len(records), 0)
-    if ref is not None:
-        ref.append(records)
-
-
-def table(spark, settings: Settings, name: str):
-    return spark.read.format("delta").load(settings.table_path(STORE, name))
-
-
-def row_counts(spark, settings: Settings) -> dict[str, int]:
-    return {name: table(spark, settings, name).count() for name in ("changelog", "deadletter", "intake")}
-
-
-def intake_totals(spark, settings: Settings) -> dict[str, int]:
-    row = table(spark, settings, "intake").selectExpr(
-        "coalesce(sum(records_in), 0) AS records_in", "coalesce(sum(applied), 0) AS applied",
-        "coalesce(sum(dead_lettered), 0) AS dead_lettered", "coalesce(sum(tombstones), 0) AS tombstones",
-        "count(*) AS batches").first()
-    return {k: int(row[k]) for k in ("records_in", "applied", "dead_lettered", "tombstones", "batches")}
-
-
-def assert_counts(exp: Expected, result: RunResult | None, spark, settings: Settings) -> None:
-    """Audit: records in = applied + dead-lettered, from the intake table (cumulative) and, for a
-    run over everything, from its RunResult."""
-    assert exp.records_in == exp.applied + exp.dead_lettered
-    totals = intake_totals(spark, settings)
-    assert {k: totals[k] for k in ("records_in", "applied", "dead_lettered", "tombstones")} == {
-        "records_in": exp.records_in, "applied": exp.applied, "dead_lettered": exp.dead_lettered,
-        "tombstones": exp.tombstones}
-    if result is not None:
-        assert (result.records_in, result.applied, result.dead_lettered) == (
-            exp.records_in, exp.applied, exp.dead_lettered)
-
-
-def assert_changelog_unique(spark, settings: Settings) -> None:
-    dupes = (table(spark, settings, "changelog").groupBy("epoch", "batch_id", "key").count()
-             .where("count > 1").limit(5).collect())
-    assert not dupes, f"changelog records repeated per (epoch, batch_id, key): {dupes}"
-
-
-def published_state(spark, settings: Settings) -> dict[str, dict[str, int]]:
-    """Publish a snapshot and read the whole store back through the query layer."""
-    info = publish_snapshot(spark, settings)
-    with Queries(settings) as queries:
-        result = queries.all(STORE)
-    assert result.snapshot_version == info.version
-    assert info.store(STORE) is not None and info.store(STORE).row_count == len(result.rows)
-    return {row["key"]: {f: row[f] for f in VALUE_FIELDS} for row in result.rows}
-
-
-def assert_state(actual: dict[str, dict[str, int]], exp: Expected) -> None:
-    missing, extra = sorted(set(exp.state) - set(actual)), sorted(set(actual) - set(exp.state))
-    wrong = {k: (actual[k], exp.state[k]) for k in exp.state.keys() & actual.keys() if actual[k] != exp.state[k]}
-    assert not missing and not extra and not wrong, (
-        f"{len(missing)} missing {missing[:5]}, {len(extra)} extra {extra[:5]}, "
-        f"{len(wrong)} wrong {dict(list(wrong.items())[:5])}")
-    assert actual == exp.state
-
-
-def consume_positions(bootstrap: str, topic: str, expected_count: int, timeout: float = 60) -> list[Record]:
-    """Every record of the topic with its real (partition, offset), read by assignment."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    got: list[Record] = []
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        deadline = time.monotonic() + timeout
-        while len(got) < expected_count and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=10_000, timeout=1.0):
-                assert msg.error() is None, msg.error()
-                got.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
-        for msg in consumer.consume(num_messages=100, timeout=1.0):  # anything more is a duplicate
-            got.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    assert len(got) == expected_count
-    return sorted(got, key=lambda r: (r.partition, r.offset))
-
-
-def interleave(base: list[KV], extra: list[KV]) -> list[KV]:
-    """extra spread evenly through base, each list's own order kept."""
-    out, step = [], max(1, len(base) // (len(extra) + 1))
-    pending = list(extra)
-    for i, rec in enumerate(base):
-        if pending and i and i % step == 0:
-            out.append(pending.pop(0))
-        out.append(rec)
-    return out + pending
 
 
 # -- backlog -------------------------------------------------------------------------------------
@@ -405,209 +291,3 @@ def test_event_time_beyond_the_timestamp_range_does_not_kill_the_stream(broker: 
         assert row["reason"].startswith("schema: field 'ts'") and "far-future" not in state
     else:  # ... or apply it as is
         assert state["far-future"] == exp.state["far-future"]
-
-
-# -- continuous CLI run: stop, crash, restart ------------------------------------------------------
-def _cli_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
-    env.update(DELTASTATE_HOME=str(settings.home), DELTASTATE_STORAGE=settings.storage_root,
-               DELTASTATE_BROKER_PORT=str(settings.broker_port),
-               DELTASTATE_CONTROLLER_PORT=str(settings.controller_port),
-               DELTASTATE_SHUFFLE_PARTITIONS=str(settings.shuffle_partitions),
-               DELTASTATE_MAX_VALUE_BYTES=str(settings.max_value_bytes),
-               DELTASTATE_DRIVER_MEMORY="1g",
-               # Spark's scratch space (and RocksDB's working copies): a killed JVM leaves it behind.
-               SPARK_LOCAL_DIRS=str(settings.home / "spark-local"))
-    assert load_settings(env) == settings  # the subprocess sees exactly this test's settings
-    return env
-
-
-def _group_alive(pgid: int) -> bool:
-    """Any non-zombie process left in the process group (the CLI's Python and its Spark JVM)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
-
-
-class CliRun:
-    """`deltastate run player_stats --continuous` as a subprocess in its own process group."""
-
-    def __init__(self, settings: Settings, topic: str, log: Path) -> None:
-        self.log = log
-        self._fh = open(log, "wb")
-        # The venv's interpreter directly (what `uv run python` resolves to): signals reach the CLI
-        # process itself, and no uv sync runs while other work edits the project.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "deltastate.cli.main", "run", STORE, "--continuous", "--trigger", "1s",
-             "--topic", topic],
-            cwd=PROJECT_ROOT, env=_cli_env(settings), stdout=self._fh, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        self.pgid = self.proc.pid
-
-    def tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
-
-    def check_running(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the run exited early with {self.proc.returncode}:\n{self.tail()}")
-
-    def _wait_group(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while _group_alive(self.pgid):
-            if time.monotonic() > deadline:
-                os.killpg(self.pgid, signal.SIGKILL)
-                raise AssertionError(f"process group {self.pgid} still alive after {timeout}s:\n{self.tail()}")
-            time.sleep(0.2)
-
-    def terminate(self, timeout: float = 120) -> int:
-        """SIGTERM the CLI process: it stops its queries and exits cleanly."""
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=timeout)
-        self._wait_group(60)
-        self._fh.close()
-        return code
-
-    def crash(self) -> None:
-        """SIGKILL the CLI and its JVM at once: no shutdown of anything."""
-        os.killpg(self.pgid, signal.SIGKILL)
-        self.proc.wait(timeout=60)
-        self._wait_group(60)
-        self._fh.close()
-
-    def cleanup(self) -> None:
-        if _group_alive(self.pgid):
-            os.killpg(self.pgid, signal.SIGKILL)
-            self._wait_group(30)
-        if not self._fh.closed:
-            self._fh.close()
-
-
-def _batch_ids(settings: Settings, query: str, log: str) -> list[int]:
-    folder = Path(settings.checkpoint_path(STORE)) / query / log
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-
-
-def _commits(settings: Settings, query: str = "changelog") -> int:
-    return len(_batch_ids(settings, query, "commits"))
-
-
-def _in_flight(settings: Settings, query: str = "changelog") -> bool:
-    """A micro-batch is planned (offsets log written) but not committed yet: mid-stream."""
-    offsets, commits = _batch_ids(settings, query, "offsets"), _batch_ids(settings, query, "commits")
-    return bool(offsets) and (not commits or offsets[-1] > commits[-1])
-
-
-def _committed_offsets(settings: Settings, query: str, topic: str) -> dict[int, int]:
-    """Next offset per partition after the query's latest committed micro-batch ({} before any)."""
-    done = _batch_ids(settings, query, "commits")
-    if not done:
-        return {}
-    path = Path(settings.checkpoint_path(STORE)) / query / "offsets" / str(done[-1])
-    lines = path.read_text().splitlines()  # v1, batch metadata, then one line per source
-    return {int(p): int(o) for p, o in json.loads(lines[-1])[topic].items()}
-
-
-def _wait_for(what: str, condition, run: CliRun, timeout: float, every: float = 0.25) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        run.check_running()
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}:\n{run.tail()}")
-        time.sleep(every)
-
-
-@pytest.fixture()
-def cli_runs() -> Iterator[list[CliRun]]:
-    runs: list[CliRun] = []
-    yield runs
-    for run in runs:
-        run.cleanup()
-
-
-def test_continuous_run_stopped_crashed_and_restarted(broker: str, spark, make_settings, topic: str,
-                                                      tmp_path: Path, cli_runs: list[CliRun]) -> None:
-    """`deltastate run --continuous` in a subprocess, fed while it runs: SIGTERM while a micro-batch
-    is in flight, restart and catch up (compare), then SIGKILL of the CLI and its JVM while a
-    micro-batch is in flight, restart from that checkpoint and catch up (compare again)."""
-    settings = make_settings()
-    ref = new_topic(settings, broker, topic)
-    stream = generated(12_000, 800, seed=41, tombstones=0.02)
-    chunks = [stream[i:i + 1_000] for i in range(0, len(stream), 1_000)]
-    began = time.monotonic()
-
-    def phase(what: str) -> None:  # shown with -s, or on failure
-        print(f"[{time.monotonic() - began:6.1f}s] {what}; changelog commits {_commits(settings)}")
-
-    def produce_next(n: int = 1, pause: float = 0.0) -> None:
-        for _ in range(n):
-            produce(settings, topic, chunks.pop(0), ref)
-            time.sleep(pause)
-
-    def start(name: str) -> CliRun:
-        run = CliRun(settings, topic, tmp_path / f"{name}.log")
-        cli_runs.append(run)
-        return run
-
-    def end_offsets() -> dict[int, int]:  # a fresh topic: offsets count from 0 per partition
-        return dict(Counter(r.partition for r in ref.records))
-
-    def caught_up(exp: Expected) -> bool:  # the cheap checkpoint check first, then the audit table
-        return (all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
-                and intake_totals(spark, settings)["records_in"] >= exp.records_in)
-
-    def wait_mid_batch(run: CliRun) -> None:
-        """Until a micro-batch of either query is planned but not committed; if the stream goes idle
-        first, feed it one more record now and then."""
-        waited, nudges = time.monotonic(), 0
-        while not any(_in_flight(settings, q) for q in ("changelog", "intake")):
-            run.check_running()
-            assert time.monotonic() - waited < 90, f"no micro-batch in flight after 90s:\n{run.tail()}"
-            if time.monotonic() - waited > 10 * (nudges + 1):
-                nudges += 1
-                produce(settings, topic, [(b"nudge", event("nudge", nudges, nudges))], ref)
-            time.sleep(0.1)
-
-    # 1: fed while running, stopped with SIGTERM while a micro-batch is in flight.
-    produce_next(2)
-    run = start("run1")
-    _wait_for("a first changelog commit", lambda: _commits(settings) >= 1, run, timeout=180)
-    phase("run 1 committed")
-    produce_next(2, pause=0.3)
-    wait_mid_batch(run)
-    assert run.terminate() == 0, run.tail()
-    phase("run 1 stopped (SIGTERM) mid-batch")
-
-    # 2: restarted, fed, and left to catch up with everything produced.
-    produce_next(2)
-    after_term = _commits(settings)
-    run = start("run2")
-    _wait_for("a changelog commit after the restart", lambda: _commits(settings) > after_term, run, timeout=180)
-    produce_next(2, pause=0.3)
-    exp = expected(ref.records, settings.max_value_bytes)
-    _wait_for("every produced record audited and committed by both queries", lambda: caught_up(exp), run,
-              timeout=180, every=1.0)
-    phase("run 2 caught up")
-    assert_counts(exp, None, spark, settings)  # no record lost or counted twice
-    assert_state(published_state(spark, settings), exp)
-
-    # 3: SIGKILL of the CLI and its JVM while a micro-batch is in flight; restart from the checkpoint.
-    produce_next(1)
-    wait_mid_batch(run)
-    run.crash()
-    phase("run 2 killed (SIGKILL) mid-batch")
-    produce_next(len(chunks))
-    exp = expected(ref.records, settings.max_value_bytes)
-    # The restart runs in this process (its Spark is warm): the same run_store the CLI calls, on the
-    # crashed checkpoint, replaying the batch that was in flight.
-    result = run_store(settings, STORE, once=True, topic=topic)
-    phase("restarted after the crash and caught up")
-    assert result.lineage.epoch == 0 and result.records_in > 0
-    assert all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
-    assert_counts(exp, None, spark, settings)
-    assert_changelog_unique(spark, settings)
-    assert_state(published_state(spark, settings), exp)
