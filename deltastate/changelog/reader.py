@@ -28,9 +28,10 @@ def state_columns(store: StoreDefinition) -> list[str]:
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
+    # Imported here: the read-only query path imports this module and should not load pyspark.
+    from deltastate.changelog.tables import table_exists as delta_table_exists
 
-    return bool(DeltaTable.isDeltaTable(spark, path))
+    return delta_table_exists(spark, path)
 
 
 def latest_commit(spark: SparkSession, path: str) -> tuple[int, datetime] | None:

@@ -18,7 +18,6 @@ from deltastate.changelog.layout import (
     INTAKE_COLUMNS,
     SEGMENT,
     changelog_columns,
-    ddl,
 )
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -51,7 +50,3 @@ def append_once(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
 
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
-
-
-def schema_ddl(store: StoreDefinition) -> str:
-    return ddl(changelog_columns(store))
