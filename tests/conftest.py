@@ -8,30 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from local_infra import free_port, make_home
 
-from deltastate.config import PROJECT_ROOT, Settings, load_settings
-
-SHARED_JARS = PROJECT_ROOT / ".deltastate" / "jars"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def make_home(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    SHARED_JARS.mkdir(parents=True, exist_ok=True)
-    if not (path / "jars").exists():
-        (path / "jars").symlink_to(SHARED_JARS, target_is_directory=True)
-    return path
+from deltastate.config import Settings, load_settings
 
 
 @pytest.fixture(scope="session")

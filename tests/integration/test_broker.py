@@ -13,18 +13,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from local_infra import free_port
 
 from deltastate.config import Settings, load_settings
 from deltastate.errors import InfraError
 from deltastate.infra.broker import LocalBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def settings_for(home: Path, broker_port: int, controller_port: int) -> Settings:

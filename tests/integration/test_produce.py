@@ -4,21 +4,18 @@ all records arrive in order per partition, topics are created once and mismatche
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
+from local_infra import free_port
 
 from deltastate.cli.produce_cmd import produce
-from deltastate.config import PROJECT_ROOT, Settings, load_settings
-from deltastate.infra.broker import LocalBroker
+from deltastate.config import Settings, load_settings
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import (
@@ -30,30 +27,12 @@ from deltastate.ingest.producer import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-SHARED_JARS = PROJECT_ROOT / ".deltastate" / "jars"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    home = tmp_path_factory.mktemp("home")
-    if SHARED_JARS.is_dir():  # reuse fetched jars instead of a Maven run per test session
-        (home / "jars").symlink_to(SHARED_JARS, target_is_directory=True)
-    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP"}
-    env.update(DELTASTATE_HOME=str(home), DELTASTATE_BROKER_PORT=str(free_port()),
-               DELTASTATE_CONTROLLER_PORT=str(free_port()))
-    settings = load_settings(env)
-    broker = LocalBroker(settings)
-    broker.up(timeout=180)
-    try:
-        yield settings
-    finally:
-        broker.down()
+@pytest.fixture()
+def settings(make_settings, broker: str) -> Settings:
+    """The session's real broker, and a private home for anything a test writes."""
+    settings = make_settings()
+    assert settings.kafka_bootstrap == broker
+    return settings
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int,
