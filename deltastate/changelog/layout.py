@@ -15,6 +15,11 @@ DEADLETTER = "deadletter"
 INTAKE = "intake"
 
 KEY = "key"
+# Window and session stores key their state by (key, window_start, window_end), epoch millis, [start, end)
+# as Kafka Streams' Windowed<K>; a session's bounds are its first and last event times.
+WINDOW_START = "window_start"
+WINDOW_END = "window_end"
+WINDOW_COLUMNS: tuple[tuple[str, str], ...] = ((WINDOW_START, "bigint"), (WINDOW_END, "bigint"))
 OP = "op"
 OP_PUT = "put"
 OP_DELETE = "delete"
@@ -62,6 +67,10 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("dead_lettered", "bigint"),
     ("tombstones", "bigint"),
     ("offsets", "string"),  # JSON {partition: [min, max]} of the batch
+    ("late", "bigint"),  # dead letters with reason 'late' (window and session stores)
+    # JSON {partition: newest event time (ms) of the batch's applied records}; a partition's stream
+    # time is the max of these over its batches (Kafka Streams keeps stream time per partition).
+    ("stream_times", "string"),
     ("write_time", "timestamp"),
 )
 
@@ -70,9 +79,20 @@ def segment_of(epoch: int, batch_id: int) -> int:
     return epoch * 1_000_000_000 + batch_id // BATCHES_PER_SEGMENT
 
 
+def is_windowed(store: StoreDefinition) -> bool:
+    return store.type in ("window", "session")
+
+
+def store_key_columns(store: StoreDefinition) -> tuple[str, ...]:
+    """The columns that identify one state entry: the key, plus the window or session bounds."""
+    return (KEY, WINDOW_START, WINDOW_END) if is_windowed(store) else (KEY,)
+
+
 def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
-    """(name, spark SQL type) of the store's changelog, key first."""
-    return [(KEY, "string")] + [(f.name, f.spark_type) for f in store.value_fields] + list(BOOKKEEPING_COLUMNS)
+    """(name, spark SQL type) of the store's changelog, store key first."""
+    window = list(WINDOW_COLUMNS) if is_windowed(store) else []
+    return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields]
+            + list(BOOKKEEPING_COLUMNS))
 
 
 def ddl(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import CHANGELOG, KEY, OP, OP_DELETE, ORDER_COLUMNS
+from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, store_key_columns
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
 
@@ -24,7 +24,7 @@ STATE_BOOKKEEPING = ("source_partition", "source_offset", *ORDER_COLUMNS, "event
 
 def state_columns(store: StoreDefinition) -> list[str]:
     """Columns of latest_state(), in order."""
-    return [KEY, *store.value_columns, *STATE_BOOKKEEPING]
+    return [*store_key_columns(store), *store.value_columns, *STATE_BOOKKEEPING]
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
@@ -75,7 +75,8 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
                  version: int | None = None) -> DataFrame:
     """The store's live state at a Delta version of its changelog (default: latest).
 
-    One row per live key: key, the value columns, source_partition, source_offset, epoch, batch_id,
+    One row per live store key (key, plus window_start and window_end for window and session stores),
+    the value columns, source_partition, source_offset, epoch, batch_id,
     event_time, write_time.
     """
     from pyspark.sql import functions as F
@@ -87,10 +88,11 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
 
     carried = [OP, *store.value_columns, *STATE_BOOKKEEPING]
     order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
+    keys = store_key_columns(store)
     latest = (changelog
-              .groupBy(KEY)
+              .groupBy(*keys)
               .agg(F.max_by(F.struct(*[F.col(c) for c in carried]), order).alias("_latest"))
-              .select(KEY, "_latest.*"))
+              .select(*keys, "_latest.*"))
     return latest.where(F.col(OP) != F.lit(OP_DELETE)).select(*state_columns(store))
 
 

@@ -94,6 +94,7 @@ def intake_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
             F.count_if(~valid).alias("dead_lettered"),
             F.count_if(valid & F.col("is_tombstone")).alias("tombstones"),
             F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+            F.max(F.when(valid & ~F.col("is_tombstone"), F.col(store.event_time_field))).alias("stream_time"),
         ).collect()
         if not per_partition:
             return
@@ -110,12 +111,16 @@ def intake_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
             append_once(dead, dead_path, lineage.app_id(layout.DEADLETTER), batch_id)
         offsets = json.dumps({str(r["partition"]): [int(r["lo"]), int(r["hi"])]
                               for r in sorted(per_partition, key=lambda r: r["partition"])})
+        # The batch's newest event time per partition (stream time is the running max over batches).
+        stream_times = json.dumps({str(r["partition"]): int(r["stream_time"])
+                                   for r in sorted(per_partition, key=lambda r: r["partition"])
+                                   if r["stream_time"] is not None})
         audit = batch.sparkSession.createDataFrame(
             [(lineage.lineage_id, batch_id, totals["records_in"], totals["applied"],
-              totals["dead_lettered"], totals["tombstones"], offsets)],
+              totals["dead_lettered"], totals["tombstones"], offsets, 0, stream_times)],
             "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-            "tombstones bigint, offsets string",
-        ).withColumn("write_time", F.current_timestamp())
+            "tombstones bigint, offsets string, late bigint, stream_times string",
+        ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
         append_once(audit, intake_path, lineage.app_id(layout.INTAKE), batch_id)
         if listener:
             listener(BatchReport("intake", batch_id, totals["records_in"],
