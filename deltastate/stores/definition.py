@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STORE_TYPES = ("key_value", "window", "session")
-FOLD_OPS = ("count", "sum", "min", "max", "last")
+FOLD_OPS = ("count", "sum", "min", "max", "last", "avg")
+# avg is sum/count, kept as two partials; only the window and session engine computes it.
+WINDOWED_ONLY_OPS = ("avg",)
 VALUE_TYPES = {"long": "bigint", "double": "double", "string": "string"}
 
 
@@ -54,6 +56,42 @@ class ChangelogOptions:
 
 
 @dataclass(frozen=True)
+class WindowSpec:
+    """Kafka Streams TimeWindows: epoch-aligned [start, start + size), a new window every advance
+    (advance == size: tumbling). A window closes when stream time >= end + grace; it leaves the
+    queryable state when its end is older than stream time - retention."""
+
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+    retention_ms: int
+
+    @property
+    def tumbling(self) -> bool:
+        return self.advance_ms == self.size_ms
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Kafka Streams SessionWindows: events closer than gap share a session; a session closes when
+    stream time - grace passes its end; it leaves the state after retention."""
+
+    gap_ms: int
+    grace_ms: int
+    retention_ms: int
+
+
+@dataclass(frozen=True)
+class TombstoneRule:
+    """When a record deletes its key: 'null_value' (the Kafka way) and, optionally, a field value
+    (e.g. event == "checkout"); for window and session stores it deletes all of the key's windows."""
+
+    null_value: bool = True
+    field: str | None = None
+    equals: str | None = None
+
+
+@dataclass(frozen=True)
 class StoreDefinition:
     name: str
     type: str
@@ -69,6 +107,9 @@ class StoreDefinition:
     rocksdb: dict[str, Any]
     leaderboard_default_by: str | None
     ttl_ms: int | None = None
+    window: WindowSpec | None = None
+    session: SessionSpec | None = None
+    tombstone_rule: TombstoneRule = TombstoneRule()
 
     @property
     def key_field(self) -> str:
