@@ -15,11 +15,15 @@ from deltastate.stores.definition import (
     FOLD_OPS,
     STORE_TYPES,
     VALUE_TYPES,
+    WINDOWED_ONLY_OPS,
     Aggregation,
     ChangelogOptions,
+    SessionSpec,
     SourceSpec,
     StoreDefinition,
+    TombstoneRule,
     ValueField,
+    WindowSpec,
 )
 from deltastate.stores.durations import parse_duration_ms
 
@@ -86,6 +90,8 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
         op = spec.get("op")
         if op not in FOLD_OPS:
             raise StoreDefinitionError(name, f"aggregation {target!r}: op {op!r} is not one of {', '.join(FOLD_OPS)}")
+        if op in WINDOWED_ONLY_OPS and store_type == "key_value":
+            raise StoreDefinitionError(name, f"aggregation {target!r}: op {op!r} is only available to window and session stores")
         if target not in field_names:
             raise StoreDefinitionError(name, f"aggregation {target!r} is not a field of value schema {value_schema_name}")
         source_field = spec.get("field")
@@ -95,6 +101,8 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
             json_type = props[source_field].get("type")
             produced = _NUMERIC_JSON.get(json_type, "string" if json_type == "string" else None)
             wanted = next(f.type for f in value_fields if f.name == target)
+            if op == "avg":
+                produced = "double" if produced in ("long", "double") else produced
             if produced != wanted and not (op in ("min", "max", "last") and produced == "long" and wanted == "double"):
                 raise StoreDefinitionError(name, f"aggregation {target!r}: {op}({source_field}) gives {produced}, value field is {wanted}")
         aggregations.append(Aggregation(target, op, source_field))
@@ -114,6 +122,10 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
     leaderboard_by = (raw.get("leaderboard") or {}).get("default_by")
     if leaderboard_by is not None and leaderboard_by not in field_names:
         raise StoreDefinitionError(name, f"leaderboard.default_by {leaderboard_by!r} is not a value field")
+    window, session = _time_specs(name, store_type, raw)
+    tombstone_rule = _tombstone_rule(name, raw.get("tombstone", "null_value"), props)
+    if tombstone_rule.field and store_type == "key_value":
+        raise StoreDefinitionError(name, "a field tombstone rule is only available to window and session stores")
     return StoreDefinition(
         name=name,
         type=store_type,
@@ -124,9 +136,61 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
         value_fields=value_fields,
         aggregations=tuple(aggregations),
         event_time_field=event_time_field,
-        tombstone=raw.get("tombstone", "null_value"),
+        tombstone="null_value" if not isinstance(raw.get("tombstone"), dict) else "field",
         changelog=changelog,
         rocksdb=dict((raw.get("state") or {}).get("rocksdb") or {}),
         leaderboard_default_by=leaderboard_by,
-        ttl_ms=parse_duration_ms(raw.get("ttl")),
+        ttl_ms=_duration(name, raw, "ttl"),
+        window=window,
+        session=session,
+        tombstone_rule=tombstone_rule,
     )
+
+
+def _duration(store: str, raw: dict[str, Any], key: str, default: Any = None) -> int | None:
+    try:
+        return parse_duration_ms(raw.get(key, default))
+    except ValueError as e:
+        raise StoreDefinitionError(store, f"{key}: {e}") from None
+
+
+def _time_specs(name: str, store_type: str, raw: dict[str, Any]) -> tuple[WindowSpec | None, SessionSpec | None]:
+    if store_type == "key_value":
+        for key in ("window", "session"):
+            if key in raw:
+                raise StoreDefinitionError(name, f"a key_value store takes no {key!r} settings")
+        return None, None
+    if store_type == "window":
+        w = _require(name, raw, "window")
+        size = _duration(name, w, "size")
+        if not size:
+            raise StoreDefinitionError(name, "window.size must be a positive duration")
+        advance = _duration(name, w, "advance", size)
+        if not advance or advance > size or size % advance:
+            raise StoreDefinitionError(name, f"window.advance must divide window.size ({size} ms), got {advance}")
+        grace = _duration(name, w, "grace", 0) or 0
+        retention = _duration(name, w, "retention", "24h") or 0
+        if retention < size + grace:
+            raise StoreDefinitionError(name, "window.retention must be at least size + grace (as in Kafka Streams)")
+        return WindowSpec(size, advance, grace, retention), None
+    s = _require(name, raw, "session")
+    gap = _duration(name, s, "gap")
+    if not gap:
+        raise StoreDefinitionError(name, "session.gap must be a positive duration")
+    grace = _duration(name, s, "grace", 0) or 0
+    retention = _duration(name, s, "retention", "24h") or 0
+    if retention < gap + grace:
+        raise StoreDefinitionError(name, "session.retention must be at least gap + grace (as in Kafka Streams)")
+    return None, SessionSpec(gap, grace, retention)
+
+
+def _tombstone_rule(name: str, raw: Any, props: dict[str, Any]) -> TombstoneRule:
+    """'null_value', or {field: F, equals: V} (a null value still deletes too)."""
+    if raw in ("null_value", None):
+        return TombstoneRule()
+    if isinstance(raw, dict) and set(raw) <= {"field", "equals", "null_value"}:
+        field, equals = raw.get("field"), raw.get("equals")
+        if field not in props or props[field].get("type") != "string" or not isinstance(equals, str):
+            raise StoreDefinitionError(name, f"tombstone: field {field!r} must be a string event field and equals a string")
+        return TombstoneRule(bool(raw.get("null_value", True)), field, equals)
+    raise StoreDefinitionError(name, f"tombstone must be 'null_value' or {{field, equals}}, got {raw!r}")
