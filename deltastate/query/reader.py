@@ -5,6 +5,9 @@ the next read reopen on the new file. A read runs entirely on one file, so it se
 snapshot even while publishes and retention happen underneath (an unlinked file stays readable
 through connections already open on it).
 
+Each open snapshot holds a shared flock on its file (leases.py) until it is closed: the publisher's
+retention skips a file somebody still reads, so old files go only after their last reader is done.
+
 Within one process DuckDB shares a database instance between all connections to the same file, and
 settings such as enable_external_access are global to that instance: the first connection locks the
 instance down, later ones find it locked and only verify it.
@@ -17,13 +20,15 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
-from deltastate.snapshot.catalog import META_TABLE, STORES_TABLE, current_snapshot
+from deltastate.query.leases import Lease, take_lease
+from deltastate.snapshot.catalog import META_TABLE, STORES_TABLE, StoreSnapshot, current_snapshot
 
 if TYPE_CHECKING:
     import duckdb
@@ -40,13 +45,27 @@ _OPEN_LOCK = threading.Lock()
 
 @dataclass(eq=False)
 class Snapshot:
-    """One open snapshot: its version, its file, the stores it holds and a read-only connection."""
+    """One open snapshot: its version, its file, the stores it holds and a read-only connection.
+
+    published_at and store_info (per store: changelog version and commit time, row count) come from
+    the snapshot's metadata tables, read once at open; they say how fresh every answer is."""
 
     version: int
     path: Path
     identity: tuple[str, int]
     stores: frozenset[str]
     con: duckdb.DuckDBPyConnection
+    published_at: datetime | None = None  # naive UTC
+    store_info: dict[str, StoreSnapshot] = field(default_factory=dict)
+    lease: Lease | None = None
+
+    def close(self) -> None:
+        """Close the connection, then let retention delete the file (the order matters)."""
+        try:
+            self.con.close()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
 
 
 def _identity(path: Path) -> tuple[str, int]:
@@ -69,20 +88,29 @@ def open_snapshot(path: Path) -> Snapshot:
     """Open one snapshot file read-only and lock the connection down."""
     import duckdb
 
-    with _OPEN_LOCK:
-        identity = _identity(path)
-        con = duckdb.connect(str(path), read_only=True)
-        try:
-            lock_down(con)
-            meta = next(iter(con.execute(f"SELECT snapshot_version FROM {META_TABLE}").fetchall()), None)
-            stores = frozenset(r[0] for r in con.execute(f"SELECT store FROM {STORES_TABLE}").fetchall())
-        except BaseException:
-            con.close()
-            raise
+    lease = take_lease(path)  # FileNotFoundError when retention removed it: callers retry
+    try:
+        with _OPEN_LOCK:
+            identity = _identity(path)
+            con = duckdb.connect(str(path), read_only=True)
+            try:
+                lock_down(con)
+                meta = next(iter(con.execute(
+                    f"SELECT snapshot_version, published_at FROM {META_TABLE}").fetchall()), None)
+                rows = con.execute(f"SELECT store, store_type, changelog_version, changelog_committed_at, "
+                                   f"row_count FROM {STORES_TABLE}").fetchall()
+            except BaseException:
+                con.close()
+                raise
+    except BaseException:
+        lease.release()
+        raise
     if meta is None:
         con.close()
+        lease.release()
         raise SnapshotError(f"snapshot {path} has an empty {META_TABLE} table")
-    return Snapshot(int(meta[0]), path, identity, stores, con)
+    info = {r[0]: StoreSnapshot(*r) for r in rows}
+    return Snapshot(int(meta[0]), path, identity, frozenset(info), con, meta[1], info, lease)
 
 
 class SnapshotReader:
@@ -120,7 +148,7 @@ class SnapshotReader:
     def _forget(self, snapshot: Snapshot) -> None:
         with self._lock:
             self._opened.discard(snapshot)
-        snapshot.con.close()
+        snapshot.close()
 
     @contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
@@ -132,7 +160,7 @@ class SnapshotReader:
         with self._lock:
             opened, self._opened = list(self._opened), weakref.WeakSet()
         for snapshot in opened:
-            snapshot.con.close()
+            snapshot.close()
         self._local = threading.local()
 
     def __enter__(self) -> SnapshotReader:

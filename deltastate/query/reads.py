@@ -1,23 +1,43 @@
-"""Interactive reads over the current snapshot: get, top, rank, range, all and read-only SQL.
+"""Interactive reads over a snapshot: get, top, rank, range, all, window and session fetches, SQL.
 
 Every read returns a QueryResult: plain Python rows (dicts in column order) and the version of the
-snapshot that served them. Orderings are total, so results are deterministic: top and rank order by
-the chosen column descending (NULLs last), then key ascending; rank(k) is k's 1-based position in
-that ordering, i.e. its index in top(n=<all>) plus one.
+snapshot that served them. The CLI and the REST service call these same functions. Orderings are
+total, so results are deterministic:
+  * top and rank: the chosen column descending (NULLs last), then key ascending; rank(k) is k's
+    1-based position in that ordering, i.e. its index in top(n=<all>) plus one;
+  * range and all: the store key ascending (key, then window_start, window_end for windowed stores);
+  * windows(key): window_start ascending (Kafka Streams WindowStore.fetch); windows(None): by
+    (window_start, key) (fetchAll); sessions(key): session start ascending (findSessions).
+
+A Queries object resolves the current snapshot for each read; `at(snapshot)` pins one snapshot
+(the service leases one per request) and may overlay changelog rows newer than it (fresh reads).
 """
 
 from __future__ import annotations
 
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from deltastate.changelog.layout import KEY, WINDOW_END, WINDOW_START, is_windowed, store_key_columns
 from deltastate.config import Settings
-from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError
+from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
+from deltastate.query.errors import ParameterError, StoreTypeError
 from deltastate.query.guard import check_read_only
 from deltastate.query.reader import Snapshot, SnapshotReader
+from deltastate.query.times import parse_time
 from deltastate.snapshot.publish import quote
-from deltastate.stores import load_store
+from deltastate.stores import list_stores, load_store
 from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+FRESH_OP = "op"  # the overlay's column telling puts from tombstones
 
 
 @dataclass(frozen=True)
@@ -41,7 +61,7 @@ def _positive(name: str, value: int | None, optional: bool = True) -> int | None
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise QueryError(f"parameter {name!r} must be a positive integer, got {value!r}")
+        raise ParameterError(name, f"must be a positive integer, got {value!r}")
     return value
 
 
@@ -64,12 +84,37 @@ def _translate(exc: Exception) -> QueryError:
     return QueryError(f"query failed: {message}")
 
 
+class _Pinned:
+    """A reader that always hands out one snapshot (Queries.at)."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        yield self._snap
+
+    def close(self) -> None:  # the owner of the snapshot closes it
+        pass
+
+
 class Queries:
     """The reads. One instance may serve many threads."""
 
-    def __init__(self, settings: Settings, reader: SnapshotReader | None = None) -> None:
+    def __init__(self, settings: Settings, reader: SnapshotReader | None = None,
+                 definitions: dict[str, StoreDefinition] | None = None,
+                 overlays: dict[str, pa.Table] | None = None) -> None:
         self.settings = settings
         self.reader = reader or SnapshotReader(settings)
+        # Parsing a store's YAML costs milliseconds; a service shares one cache across requests.
+        self._definitions = definitions if definitions is not None else {}
+        self._definitions_lock = threading.Lock()
+        self._overlays = overlays or {}
+
+    def at(self, snap: Snapshot, overlays: dict[str, pa.Table] | None = None) -> Queries:
+        """These reads pinned to one open snapshot; overlays: per store, changelog rows committed after
+        it (the snapshot's columns plus `op`, latest per store key) that replace or delete its rows."""
+        return Queries(self.settings, _Pinned(snap), self._definitions, overlays)  # type: ignore[arg-type]
 
     def close(self) -> None:
         self.reader.close()
@@ -81,42 +126,84 @@ class Queries:
         self.close()
 
     # -- helpers -------------------------------------------------------------------------------
-    def _store(self, name: str) -> StoreDefinition:
-        return load_store(self.settings, name)  # UnknownStoreError for an undeclared store
+    def store(self, name: str) -> StoreDefinition:
+        """The store's definition (UnknownStoreError for an undeclared store), cached."""
+        found = self._definitions.get(name)
+        if found is None:
+            if not _STORE_NAME.match(name):  # never let a name walk out of schemas/stores/
+                raise UnknownStoreError(name, list_stores(self.settings))
+            found = load_store(self.settings, name)
+            with self._definitions_lock:
+                self._definitions[name] = found
+        return found
 
-    @staticmethod
-    def _table(snap: Snapshot, store: StoreDefinition) -> str:
+    def _table(self, snap: Snapshot, store: StoreDefinition) -> str:
+        """What to select from: the store's table, or with an overlay, the table with newer changelog
+        rows merged in (a row of the overlay replaces the snapshot's row of the same store key, a
+        tombstone removes it)."""
         if store.name not in snap.stores:
             raise SnapshotError(f"store {store.name!r} is not in snapshot {snap.version}; "
                                 "run `deltastate snapshot publish` to include it")
-        return quote(store.name)
+        table = quote(store.name)
+        overlay = self._overlays.get(store.name)
+        if overlay is None:
+            return table
+        name = quote(f"_fresh_{store.name}")
+        snap.con.register(f"_fresh_{store.name}", overlay)
+        same = " AND ".join(f"f.{quote(c)} = s.{quote(c)}" for c in store_key_columns(store))
+        return (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
+                f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = 'put')")
 
     @staticmethod
     def _order_by(store: StoreDefinition, by: str | None) -> str:
+        if store.type != "key_value":
+            raise StoreTypeError(store.name, store.type, "a leaderboard (top, rank)",
+                                 "use windows/sessions, or sql for ad-hoc rankings")
         column = by if by is not None else store.leaderboard_default_by
         if column is None:
-            raise QueryError(f"parameter 'by' is required: store {store.name!r} declares no leaderboard.default_by")
+            raise ParameterError("by", f"required: store {store.name!r} declares no leaderboard.default_by")
         if column not in store.numeric_columns:
-            raise QueryError(f"parameter 'by': {column!r} is not a numeric value column of store {store.name!r}; "
-                             f"choose one of: {', '.join(store.numeric_columns) or 'none'}")
+            raise ParameterError("by", f"{column!r} is not a numeric value column of store {store.name!r}; "
+                                 f"choose one of: {', '.join(store.numeric_columns) or 'none'}")
         return column
 
     @staticmethod
-    def _run(snap: Snapshot, sql: str, params: list[Any] | None = None) -> QueryResult:
+    def _require_windowed(store: StoreDefinition, read: str, kind: str) -> None:
+        if store.type != kind:
+            hint = ("use get/range/all" if store.type == "key_value"
+                    else "use windows" if store.type == "window" else "use sessions")
+            raise StoreTypeError(store.name, store.type, read, hint)
+
+    @staticmethod
+    def _run(snap: Snapshot, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
         import duckdb
 
         try:
-            cursor = snap.con.execute(sql, params or [])
+            cursor = snap.con.execute(sql, list(params or []))
             columns = _unique([d[0] for d in cursor.description or []])
             rows = [dict(zip(columns, values, strict=True)) for values in cursor.fetchall()]
         except duckdb.Error as exc:
             raise _translate(exc) from exc
         return QueryResult(snap.version, columns, rows)
 
-    # -- reads ---------------------------------------------------------------------------------
+    @staticmethod
+    def _after(store: StoreDefinition, after: Sequence[Any] | None) -> tuple[str, list[Any]]:
+        """Keyset paging: rows strictly after `after` (a store key: (key,) or (key, start, end))."""
+        if after is None:
+            return "", []
+        keys = store_key_columns(store)
+        if len(after) != len(keys):
+            raise ParameterError("cursor", f"expected {len(keys)} parts for store {store.name!r}, got {len(after)}")
+        tuple_sql = f"({', '.join(quote(c) for c in keys)})" if len(keys) > 1 else quote(KEY)
+        marks = f"({', '.join('?' for _ in keys)})" if len(keys) > 1 else "?"
+        return f" AND {tuple_sql} > {marks}", list(after)
+
+    # -- key-value reads -------------------------------------------------------------------------
     def get(self, store: str, key: str) -> QueryResult:
         """The key's current value row; KeyNotFoundError when the key is absent."""
-        definition = self._store(store)
+        definition = self.store(store)
+        if is_windowed(definition):
+            self._require_windowed(definition, "get", "key_value")
         with self.reader.snapshot() as snap:
             result = self._run(snap, f"SELECT * FROM {self._table(snap, definition)} WHERE \"key\" = ?", [key])
         if not result.rows:
@@ -125,7 +212,7 @@ class Queries:
 
     def top(self, store: str, n: int = 10, by: str | None = None) -> QueryResult:
         """The n best keys by a numeric value column (default: the store's leaderboard column)."""
-        definition = self._store(store)
+        definition = self.store(store)
         column = quote(self._order_by(definition, by))
         n = _positive("n", n, optional=False)
         with self.reader.snapshot() as snap:
@@ -135,9 +222,8 @@ class Queries:
 
     def rank(self, store: str, key: str, by: str | None = None) -> QueryResult:
         """One row {rank, key, <by>}: the key's 1-based position in the top ordering."""
-        definition = self._store(store)
-        name = self._order_by(definition, by)
-        column = quote(name)
+        definition = self.store(store)
+        column = quote(self._order_by(definition, by))
         with self.reader.snapshot() as snap:
             sql = (f"SELECT rank, \"key\", {column} FROM (SELECT \"key\", {column}, row_number() OVER "
                    f"(ORDER BY {column} DESC NULLS LAST, \"key\" ASC) AS rank FROM {self._table(snap, definition)}) "
@@ -147,32 +233,101 @@ class Queries:
             raise KeyNotFoundError(store, key)
         return result
 
-    def range(self, store: str, from_key: str, to_key: str, limit: int | None = None) -> QueryResult:
-        """Keys in [from_key, to_key] (inclusive, byte order), ascending."""
-        definition = self._store(store)
+    def range(self, store: str, from_key: str | None, to_key: str | None, limit: int | None = None,
+              after: Sequence[Any] | None = None) -> QueryResult:
+        """Keys in [from_key, to_key] (inclusive, byte order; None: open), ascending by store key;
+        `after` resumes a page strictly after that store key."""
+        definition = self.store(store)
         limit = _positive("limit", limit)
+        rest, params = self._after(definition, after)
+        bounds = [(">=", from_key), ("<=", to_key)]
+        where = "".join(f" AND \"key\" {op} ?" for op, v in bounds if v is not None)
+        order = ", ".join(quote(c) for c in store_key_columns(definition))
         with self.reader.snapshot() as snap:
-            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE \"key\" >= ? AND \"key\" <= ? ORDER BY \"key\""
-            params: list[Any] = [from_key, to_key]
-            if limit is not None:
-                sql, params = sql + " LIMIT ?", params + [limit]
+            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE TRUE{where}{rest} ORDER BY {order}"
+            values = [v for _, v in bounds if v is not None]
+            return self._run(snap, *self._limited(sql, [*values, *params], limit))
+
+    def all(self, store: str, limit: int | None = None, after: Sequence[Any] | None = None) -> QueryResult:
+        """Every entry of the store (or the first `limit`), ascending by store key."""
+        definition = self.store(store)
+        limit = _positive("limit", limit)
+        rest, params = self._after(definition, after)
+        order = ", ".join(quote(c) for c in store_key_columns(definition))
+        with self.reader.snapshot() as snap:
+            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE TRUE{rest} ORDER BY {order}"
+            return self._run(snap, *self._limited(sql, params, limit))
+
+    @staticmethod
+    def _limited(sql: str, params: list[Any], limit: int | None) -> tuple[str, list[Any]]:
+        return (sql, params) if limit is None else (sql + " LIMIT ?", [*params, limit])
+
+    # -- window and session reads ----------------------------------------------------------------
+    def windows(self, store: str, key: str | None = None, time_from: str | int | None = None,
+                time_to: str | int | None = None, limit: int | None = None) -> QueryResult:
+        """WindowStore.fetch(key, from, to): the key's windows whose start lies in [from, to], by start;
+        key=None is fetchAll(from, to): every key's windows in range, by (start, key). Open bounds
+        when from/to are None. Times: epoch millis or ISO-8601 (UTC when no zone)."""
+        definition = self.store(store)
+        self._require_windowed(definition, "a window fetch", "window")
+        lo, hi = parse_time(time_from, "from"), parse_time(time_to, "to")
+        limit = _positive("limit", limit)
+        where, params = ["TRUE"], []
+        if key is not None:
+            where.append("\"key\" = ?")
+            params.append(key)
+        if lo is not None:
+            where.append(f"{quote(WINDOW_START)} >= ?")
+            params.append(lo)
+        if hi is not None:
+            where.append(f"{quote(WINDOW_START)} <= ?")
+            params.append(hi)
+        order = f"{quote(WINDOW_START)}, \"key\", {quote(WINDOW_END)}"
+        with self.reader.snapshot() as snap:
+            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} ORDER BY {order}"
+            return self._run(snap, *self._limited(sql, params, limit))
+
+    def sessions(self, store: str, key: str, earliest_end: str | int | None = None,
+                 latest_start: str | int | None = None) -> QueryResult:
+        """SessionStore.findSessions(key, earliestSessionEndTime, latestSessionStartTime): the key's
+        sessions with end >= earliest_end and start <= latest_start, by start."""
+        definition = self.store(store)
+        self._require_windowed(definition, "a session fetch", "session")
+        lo, hi = parse_time(earliest_end, "earliest_end"), parse_time(latest_start, "latest_start")
+        where, params = ["\"key\" = ?"], [key]
+        if lo is not None:
+            where.append(f"{quote(WINDOW_END)} >= ?")
+            params.append(lo)
+        if hi is not None:
+            where.append(f"{quote(WINDOW_START)} <= ?")
+            params.append(hi)
+        order = f"{quote(WINDOW_START)}, {quote(WINDOW_END)}"
+        with self.reader.snapshot() as snap:
+            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} ORDER BY {order}"
             return self._run(snap, sql, params)
 
-    def all(self, store: str, limit: int | None = None) -> QueryResult:
-        """Every key of the store (or the first `limit`), ascending."""
-        definition = self._store(store)
-        limit = _positive("limit", limit)
-        with self.reader.snapshot() as snap:
-            sql = f"SELECT * FROM {self._table(snap, definition)} ORDER BY \"key\""
-            if limit is not None:
-                return self._run(snap, sql + " LIMIT ?", [limit])
-            return self._run(snap, sql)
+    # -- SQL -----------------------------------------------------------------------------------------
+    def sql(self, query: str, max_rows: int | None = None) -> QueryResult:
+        """One read-only statement over the snapshot (tables: the stores, _snapshot, _snapshot_stores).
+        max_rows: refuse (SqlLimitError) rather than truncate an answer with more rows."""
+        from deltastate.query.errors import SqlLimitError
 
-    def sql(self, query: str) -> QueryResult:
-        """One read-only statement over the snapshot (tables: the stores, _snapshot, _snapshot_stores)."""
         statement = check_read_only(query)
         with self.reader.snapshot() as snap:
-            return self._run(snap, statement)
+            if max_rows is None:
+                return self._run(snap, statement)
+            import duckdb
+
+            try:
+                cursor = snap.con.execute(statement)
+                columns = _unique([d[0] for d in cursor.description or []])
+                fetched = cursor.fetchmany(max_rows + 1)
+            except duckdb.Error as exc:
+                raise _translate(exc) from exc
+            if len(fetched) > max_rows:
+                raise SqlLimitError(f"the statement returns more than {max_rows} rows (the row limit); "
+                                    "add a LIMIT or aggregate")
+            return QueryResult(snap.version, columns, [dict(zip(columns, v, strict=True)) for v in fetched])
 
 
 __all__ = ["Queries", "QueryResult"]

@@ -173,10 +173,30 @@ def prune(settings: Settings, keep: int) -> list[Path]:
     versions = list(snapshot_files(settings).items())
     doomed = [p for _, p in versions[: max(0, len(versions) - max(1, keep))] if p.name != pointer]
     doomed += [p for p in folder.iterdir() if TEMP_MARK in p.name]
-    for path in doomed:
+    return [path for path in doomed if _unlink_unless_read(path)]
+
+
+def _unlink_unless_read(path: Path) -> bool:
+    """Delete path (and its WAL) unless a reader holds a lease on it (a shared flock, taken by
+    deltastate/query/leases.py); unlinking under our exclusive flock means a reader that locks the
+    file next finds its name gone and reopens CURRENT. Skipped files go at a later publish."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    try:
         for victim in (path, path.with_name(path.name + ".wal")):
             victim.unlink(missing_ok=True)
-    return doomed
+    finally:
+        os.close(fd)
+    return True
 
 
 __all__ = [

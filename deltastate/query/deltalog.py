@@ -1,0 +1,137 @@
+"""Reads a Delta table's transaction log directly, in plain Python: no Spark in the query service.
+
+Two questions only, both answered from `_delta_log/<version>.json` commit files:
+  * newest_commit(): the newest committed version and its commit time (for staleness). The time is
+    the commit's in-commit timestamp when the table has them, else the commit file's modification
+    time, which is what Delta's own history() reports, so it compares with the commit time the
+    snapshot recorded at publish;
+  * tail_files(): the data files a range of commits added and that are still live at the newest
+    commit (for fresh reads: the changelog records committed after a snapshot).
+
+Only local tables (a plain path or file:) are readable this way; other storage answers None and the
+service says staleness is unknown. Results are cached for a short while: a busy service asks many
+times a second, and a commit file, once written, never changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from deltastate.query.errors import FreshReadError
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    committed_at: datetime  # naive UTC, like the snapshot's metadata
+
+
+@dataclass(frozen=True)
+class TailFile:
+    path: Path
+    version: int  # the commit that added it (orders records of equal (epoch, batch_id))
+
+
+def local_dir(table_path: str) -> Path | None:
+    """The table's local directory, None for non-local storage."""
+    parsed = urlparse(table_path)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path) if parsed.scheme else table_path)
+    return None
+
+
+def _versions(log: Path) -> list[int]:
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
+
+
+def _actions(log: Path, version: int) -> list[dict]:
+    try:
+        text = (log / f"{version:020d}.json").read_text()
+    except FileNotFoundError as exc:
+        raise FreshReadError(f"Delta commit {version} of {log.parent} is gone (log retention?); "
+                             "publish a new snapshot instead of reading fresh") from exc
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _commit_time(log: Path, version: int) -> datetime:
+    path = log / f"{version:020d}.json"
+    millis = None
+    with open(path) as fh:  # commitInfo comes first; the add actions after it may be many
+        first = json.loads(fh.readline() or "{}")
+    if "commitInfo" in first:
+        millis = first["commitInfo"].get("inCommitTimestamp")
+    if millis is None:
+        millis = os.stat(path).st_mtime_ns // 1_000_000
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).replace(tzinfo=None)
+
+
+class DeltaLog:
+    """Cached, thread-safe reads of Delta logs; ttl: how long a newest-commit answer is reused."""
+
+    def __init__(self, ttl: float = 0.5) -> None:
+        self.ttl = ttl
+        self._newest: dict[str, tuple[float, Commit | None]] = {}
+        self._lock = threading.Lock()
+
+    def newest_commit(self, table_path: str) -> Commit | None:
+        """The newest commit of the table, None when there is no (local) table."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._newest.get(table_path)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        found = self._read_newest(table_path)
+        with self._lock:
+            self._newest[table_path] = (now, found)
+        return found
+
+    @staticmethod
+    def _read_newest(table_path: str) -> Commit | None:
+        root = local_dir(table_path)
+        if root is None:
+            return None
+        log = root / "_delta_log"
+        versions = _versions(log)
+        if not versions:
+            return None
+        return Commit(versions[-1], _commit_time(log, versions[-1]))
+
+    @staticmethod
+    def tail_files(table_path: str, after_version: int | None, up_to: int) -> list[TailFile]:
+        """Data files added by commits after_version+1 .. up_to (all commits when after_version is
+        None) and not removed again by a later commit of that range. A file carrying a deletion
+        vector is refused: the changelog is append-only, so one means somebody rewrote it."""
+        root = local_dir(table_path)
+        if root is None:
+            raise FreshReadError(f"fresh reads need a local changelog; {table_path} is not local")
+        log = root / "_delta_log"
+        first = 0 if after_version is None else after_version + 1
+        live: dict[str, TailFile] = {}
+        for version in range(first, up_to + 1):
+            for action in _actions(log, version):
+                if "add" in action:
+                    add = action["add"]
+                    if add.get("deletionVector"):
+                        raise FreshReadError(f"{table_path} commit {version} adds a file with a deletion vector; "
+                                             "fresh reads only follow appends")
+                    live[add["path"]] = TailFile(root / unquote(add["path"]), version)
+                elif "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+        return sorted(live.values(), key=lambda f: (f.version, str(f.path)))
+
+
+__all__ = ["Commit", "DeltaLog", "TailFile", "local_dir"]

@@ -1,0 +1,97 @@
+"""fresh=true: the changelog records committed after a snapshot, as an overlay for Queries.at().
+
+The snapshot records, per store, the changelog version it was built from. Every commit after that
+version is read straight from its parquet files (deltalog.py finds them; pyarrow reads them; no
+Spark), reduced to the latest record per store key by (epoch, batch_id, commit version), and handed
+to Queries as rows with the snapshot table's columns plus `op`: a put replaces the snapshot's row of
+that store key, a delete removes it. Commits that rewrite files (compaction) add files whose records
+are each key's latest up to then, never older than what the snapshot holds, so they merge the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltastate.changelog.layout import CHANGELOG, OP, ORDER_COLUMNS, store_key_columns
+from deltastate.config import Settings
+from deltastate.query.deltalog import DeltaLog
+from deltastate.query.errors import FreshReadError
+from deltastate.query.reader import Snapshot
+from deltastate.snapshot.publish import quote
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """What a fresh read merged: the rows, and the changelog version they bring the answer up to."""
+
+    store: str
+    rows: pa.Table | None  # None: nothing was committed after the snapshot
+    from_version: int | None
+    to_version: int | None
+
+
+def snapshot_columns(snap: Snapshot, store: str) -> list[str]:
+    cursor = snap.con.execute(f"SELECT * FROM {quote(store)} LIMIT 0")
+    return [d[0] for d in cursor.description or []]
+
+
+def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store: StoreDefinition) -> Overlay:
+    """The changelog records of `store` committed after snapshot `snap` was built."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    info = snap.store_info.get(store.name)
+    held = None if info is None else info.changelog_version
+    table_path = settings.table_path(store.name, CHANGELOG)
+    newest = deltalog.newest_commit(table_path)
+    if newest is None or (held is not None and newest.version <= held):
+        return Overlay(store.name, None, held, held)
+    files = deltalog.tail_files(table_path, held, newest.version)
+    if not files:
+        return Overlay(store.name, None, held, newest.version)
+    columns = snapshot_columns(snap, store.name)
+    wanted = list(dict.fromkeys([*columns, OP, *ORDER_COLUMNS]))
+    try:
+        parts = []
+        for f in files:
+            table = pq.read_table(f.path)
+            present = [c for c in wanted if c in table.column_names]
+            parts.append((f.version, table.select(present)))
+    except (OSError, ValueError) as exc:
+        raise FreshReadError(f"store {store.name!r}: reading changelog commits after version {held} "
+                             f"failed: {exc}") from exc
+    keys = ", ".join(quote(c) for c in store_key_columns(store))
+    con = duckdb.connect(":memory:")  # our own instance: the snapshot's connection is locked down
+    try:
+        con.execute("SET TimeZone = 'UTC'")  # timestamps become naive UTC, like the snapshot's
+        selects = []
+        for i, (version, table) in enumerate(parts):
+            con.register(f"_part{i}", table)
+            cols = ", ".join(_column(c, table.column_names) for c in wanted)
+            selects.append(f"SELECT {cols}, {version} AS _commit FROM _part{i}")
+        epoch = "epoch DESC, " if "epoch" in wanted else ""
+        rows = con.execute(
+            f"SELECT * EXCLUDE (_rank, _commit) FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
+            f"ORDER BY {epoch}batch_id DESC, _commit DESC) AS _rank FROM ({' UNION ALL BY NAME '.join(selects)})) "
+            "WHERE _rank = 1").to_arrow_table()
+    finally:
+        con.close()
+    extra = [c for c in ORDER_COLUMNS if c not in columns]
+    rows = rows.drop_columns(extra) if extra else rows
+    return Overlay(store.name, rows, held, newest.version)
+
+
+def _column(name: str, present: list[str]) -> str:
+    if name not in present:
+        return f"NULL AS {quote(name)}"
+    if name in ("event_time", "write_time"):
+        return f"CAST({quote(name)} AS TIMESTAMP) AS {quote(name)}"
+    return quote(name)
+
+
+__all__ = ["Overlay", "build_overlay", "snapshot_columns"]

@@ -1,0 +1,111 @@
+"""The interactive-query service: `create_app(settings, options)` builds the FastAPI app.
+
+One ASGI middleware does what every request needs before and after routing: the bearer token
+(auth.py), latency and error metrics per route template (metrics.py). deltastate's errors become
+typed JSON answers (answers.py); FastAPI's parameter validation errors become 400s that name the
+parameter, like every other bad parameter here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from deltastate.config import Settings
+from deltastate.errors import DeltastateError
+from deltastate.service.answers import JSONAnswer, error_answer, parameter_error
+from deltastate.service.auth import authorized
+from deltastate.service.options import ServiceOptions
+from deltastate.service.routes import router
+from deltastate.service.state import ServiceState
+
+API_DESCRIPTION = """Kafka Streams interactive queries over deltastate's versioned DuckDB snapshots.
+Every answer carries the snapshot version, its publish time and its staleness, in the body (`meta`)
+and in X-Deltastate-* headers. Times are epoch milliseconds or ISO-8601 (UTC when no zone)."""
+
+
+class ServiceMiddleware:
+    """Auth first, then time the request and count it under its route template."""
+
+    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        headers = dict(scope.get("headers") or [])
+        token = self.state.options.api_token
+        if not authorized(token, scope["path"], (headers.get(b"authorization") or b"").decode("latin-1") or None):
+            answer = JSONAnswer({"error": {"type": "unauthorized", "message": "a valid bearer token is required"}},
+                                status_code=401, headers={"WWW-Authenticate": 'Bearer realm="deltastate"'})
+            await answer(scope, receive, send)
+            self._observe(scope, 401, started, "unauthorized")
+            return
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self._observe(scope, status, started, (scope.get("state") or {}).get("error_type"))
+
+    def _observe(self, scope: Scope, status: int, started: float, error: str | None) -> None:
+        route = scope.get("route")
+        endpoint = getattr(route, "path", None) or "unmatched"
+        self.state.metrics.observe(endpoint, scope.get("method", ""), status, time.perf_counter() - started, error)
+
+
+def create_app(settings: Settings, options: ServiceOptions | None = None) -> FastAPI:
+    state = ServiceState(settings, options or ServiceOptions())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.close()
+
+    app = FastAPI(title="deltastate interactive queries", version="1", description=API_DESCRIPTION,
+                  lifespan=lifespan)
+    app.state.service = state
+    app.include_router(router)
+
+    @app.get("/metrics", tags=["service"], response_class=Response)
+    def metrics() -> Response:
+        """Prometheus metrics: latency per endpoint, errors, snapshot swaps, version and age."""
+        body, content_type = state.metrics.render()
+        return Response(body, media_type=content_type)
+
+    @app.exception_handler(DeltastateError)
+    async def deltastate_error(request: Request, exc: DeltastateError) -> Response:
+        answer, kind = error_answer(exc)
+        request.state.error_type = kind
+        return answer
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
+        first: dict[str, Any] = (exc.errors() or [{}])[0]
+        location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
+        name = ".".join(location) or "body"
+        answer, kind = parameter_error(name, str(first.get("msg", "invalid value")))
+        request.state.error_type = kind
+        return answer
+
+    app.add_middleware(ServiceMiddleware, state=state)
+    return app
+
+
+__all__ = ["create_app"]

@@ -1,0 +1,48 @@
+"""The service's options, frozen, from the environment (or built directly by tests and the bench).
+
+DELTASTATE_API_TOKEN        when set, every endpoint but /health needs `Authorization: Bearer <token>`
+DELTASTATE_SQL_TIMEOUT      seconds a POST /sql statement may run before it is interrupted (5)
+DELTASTATE_SQL_MAX_ROWS     rows a POST /sql answer may have; more is refused, not truncated (10000)
+DELTASTATE_PAGE_MAX         largest `limit` of range/all/windows pages (10000)
+DELTASTATE_STALENESS_CACHE  seconds the newest-changelog-commit lookups are reused (0.5)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from deltastate.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    api_token: str | None = None
+    sql_timeout_s: float = 5.0
+    sql_max_rows: int = 10_000
+    page_default: int = 100
+    page_max: int = 10_000
+    staleness_cache_s: float = 0.5
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ServiceOptions:
+        env = dict(os.environ if env is None else env)
+
+        def number(name: str, default: float, kind: type) -> float:
+            raw = env.get(name)
+            try:
+                value = kind(raw) if raw not in (None, "") else default
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r} is not a {kind.__name__}") from None
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+            return value
+
+        return cls(api_token=env.get("DELTASTATE_API_TOKEN") or None,
+                   sql_timeout_s=number("DELTASTATE_SQL_TIMEOUT", cls.sql_timeout_s, float),
+                   sql_max_rows=int(number("DELTASTATE_SQL_MAX_ROWS", cls.sql_max_rows, int)),
+                   page_max=int(number("DELTASTATE_PAGE_MAX", cls.page_max, int)),
+                   staleness_cache_s=number("DELTASTATE_STALENESS_CACHE", cls.staleness_cache_s, float))
+
+
+__all__ = ["ServiceOptions"]

@@ -1,0 +1,220 @@
+"""The REST endpoints. Thin: each parses its parameters, reads through ServiceState.reading() (the
+same Queries functions the CLI uses) and shapes the answer; errors are raised as DeltastateError
+and turned into typed JSON by the app's handler (answers.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from deltastate.changelog.layout import store_key_columns
+from deltastate.ingest.partitioner import partition_for
+from deltastate.query.errors import ParameterError
+from deltastate.query.reads import QueryResult
+from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor
+from deltastate.service.freshness import Freshness, iso
+from deltastate.service.sqlexec import run_sql
+from deltastate.service.state import Reading, ReadOptions, ServiceState
+from deltastate.stores import list_stores
+
+router = APIRouter()
+Store = Annotated[str, Path(description="A declared store, e.g. player_stats")]
+Key = Annotated[str, Path(description="The store key (the Kafka record key)")]
+
+
+def state_of(request: Request) -> ServiceState:
+    return request.app.state.service
+
+
+def read_options(
+    max_staleness: Annotated[float | None, Query(ge=0, allow_inf_nan=False,
+                                                 description="Refuse (503) an answer staler than this many seconds")] = None,
+    fresh: Annotated[bool, Query(description="Merge changelog commits newer than the snapshot")] = False,
+    as_of_version: Annotated[int | None, Query(ge=1, description="Answer from this retained snapshot version")] = None,
+    as_of: Annotated[str | None, Query(description="Answer from the newest retained snapshot published at or before "
+                                                   "this time (epoch ms or ISO-8601, UTC without zone)")] = None,
+) -> ReadOptions:
+    return ReadOptions(max_staleness, fresh, as_of_version, as_of)
+
+
+Options = Annotated[ReadOptions, Depends(read_options)]
+Limit = Annotated[int | None, Query(ge=1, description="Page size")]
+
+
+def _answer(reading: Reading, body: dict[str, Any]) -> JSONAnswer:
+    body["meta"] = reading.freshness.body()
+    return JSONAnswer(body, headers=reading.freshness.headers())
+
+
+def _rows(result: QueryResult) -> dict[str, Any]:
+    return {"columns": result.columns, "rows": result.rows}
+
+
+def _page_limit(state: ServiceState, limit: int | None) -> int:
+    if limit is not None and limit > state.options.page_max:
+        raise ParameterError("limit", f"at most {state.options.page_max}, got {limit}")
+    return limit or state.options.page_default
+
+
+def _paged(state: ServiceState, reading: Reading, store: str, result: QueryResult, limit: int) -> JSONAnswer:
+    keys = store_key_columns(reading.queries.store(store))
+    more = len(result.rows) == limit
+    cursor = encode_cursor([result.rows[-1][c] for c in keys]) if more and result.rows else None
+    return _answer(reading, {"store": store, **_rows(result), "next_cursor": cursor})
+
+
+# -- health, stores ----------------------------------------------------------------------------
+@router.get("/health", tags=["service"])
+def health(request: Request) -> Response:
+    """200 while a snapshot can be served, 503 before the first publish."""
+    state = state_of(request)
+    with state.pool.lease() as snap:
+        return JSONAnswer({"status": "ok", "snapshot_version": snap.version, "published_at": iso(snap.published_at)})
+
+
+@router.get("/stores", tags=["stores"])
+def stores(request: Request, options: Options) -> Response:
+    """Every declared store: type, key and value schema, rows, and how stale its snapshot table is."""
+    state = state_of(request)
+    names = list_stores(state.settings)
+    with state.reading([], options) as reading:
+        out = []
+        for name in names:
+            d = reading.queries.store(name)
+            info = reading.snapshot.store_info.get(name)
+            staleness, held, newest = state.freshness.store_staleness(reading.snapshot, name)
+            out.append({"store": name, "type": d.type, "description": d.description,
+                        "key": {"field": d.key_field, "columns": list(store_key_columns(d))},
+                        "value_schema": {"name": d.value_schema_name, "version": d.value_version,
+                                         "fields": [{"name": f.name, "type": f.type} for f in d.value_fields]},
+                        "leaderboard_by": d.leaderboard_default_by, "in_snapshot": info is not None,
+                        "row_count": None if info is None else info.row_count,
+                        "changelog_version": held, "newest_changelog_version": newest,
+                        "staleness_seconds": staleness})
+        return _answer(reading, {"stores": out})
+
+
+# -- key-value reads -------------------------------------------------------------------------------
+@router.get("/stores/{store}/keys/{key}", tags=["key-value"])
+def get_key(request: Request, store: Store, key: Key, options: Options) -> Response:
+    """The key's value (Kafka Streams ReadOnlyKeyValueStore.get); 404 when absent."""
+    with state_of(request).reading([store], options) as reading:
+        return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+
+
+@router.get("/stores/{store}/range", tags=["key-value"])
+def key_range(request: Request, store: Store, options: Options,
+              from_key: Annotated[str | None, Query(alias="from", description="First key (inclusive)")] = None,
+              to_key: Annotated[str | None, Query(alias="to", description="Last key (inclusive)")] = None,
+              limit: Limit = None,
+              cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None) -> Response:
+    """Keys from..to in key order, one page at a time (range(from, to))."""
+    state = state_of(request)
+    size, after = _page_limit(state, limit), decode_cursor(cursor)
+    with state.reading([store], options) as reading:
+        return _paged(state, reading, store, reading.queries.range(store, from_key, to_key, size, after), size)
+
+
+@router.get("/stores/{store}/all", tags=["key-value"])
+def all_keys(request: Request, store: Store, options: Options, limit: Limit = None,
+             cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None) -> Response:
+    """Every entry in store-key order, one page at a time (all())."""
+    state = state_of(request)
+    size, after = _page_limit(state, limit), decode_cursor(cursor)
+    with state.reading([store], options) as reading:
+        return _paged(state, reading, store, reading.queries.all(store, size, after), size)
+
+
+@router.get("/stores/{store}/top", tags=["leaderboard"])
+def top(request: Request, store: Store, options: Options,
+        n: Annotated[int, Query(ge=1, le=10_000, description="How many keys")] = 10,
+        by: Annotated[str | None, Query(description="Numeric value column (default: the store's)")] = None) -> Response:
+    """The n best keys by a numeric column, descending, ties by key."""
+    with state_of(request).reading([store], options) as reading:
+        return _answer(reading, {"store": store, **_rows(reading.queries.top(store, n=n, by=by))})
+
+
+@router.get("/stores/{store}/keys/{key}/rank", tags=["leaderboard"])
+def rank(request: Request, store: Store, key: Key, options: Options,
+         by: Annotated[str | None, Query(description="Numeric value column (default: the store's)")] = None) -> Response:
+    """The key's 1-based position in the top ordering."""
+    with state_of(request).reading([store], options) as reading:
+        row = reading.queries.rank(store, key, by=by).row
+        return _answer(reading, {"store": store, "key": key, "rank": row["rank"], "row": row})
+
+
+# -- window and session reads ------------------------------------------------------------------------
+@router.get("/stores/{store}/keys/{key}/windows", tags=["windows"])
+def key_windows(request: Request, store: Store, key: Key, options: Options,
+                time_from: Annotated[str | None, Query(alias="from", description="Earliest window start")] = None,
+                time_to: Annotated[str | None, Query(alias="to", description="Latest window start")] = None) -> Response:
+    """WindowStore.fetch(key, from, to): the key's windows starting in [from, to], by start."""
+    with state_of(request).reading([store], options) as reading:
+        return _answer(reading, {"store": store, "key": key,
+                                 **_rows(reading.queries.windows(store, key, time_from, time_to))})
+
+
+@router.get("/stores/{store}/windows", tags=["windows"])
+def all_windows(request: Request, store: Store, options: Options,
+                time_from: Annotated[str | None, Query(alias="from", description="Earliest window start")] = None,
+                time_to: Annotated[str | None, Query(alias="to", description="Latest window start")] = None,
+                limit: Limit = None) -> Response:
+    """WindowStore.fetchAll(from, to): every key's windows starting in [from, to], by (start, key)."""
+    state = state_of(request)
+    size = _page_limit(state, limit)
+    with state.reading([store], options) as reading:
+        result = reading.queries.windows(store, None, time_from, time_to, size)
+        return _answer(reading, {"store": store, **_rows(result), "truncated": len(result.rows) == size})
+
+
+@router.get("/stores/{store}/keys/{key}/sessions", tags=["sessions"])
+def key_sessions(request: Request, store: Store, key: Key, options: Options,
+                 earliest_end: Annotated[str | None, Query(description="Sessions ending at or after")] = None,
+                 latest_start: Annotated[str | None, Query(description="Sessions starting at or before")] = None
+                 ) -> Response:
+    """SessionStore.findSessions(key, earliest_end, latest_start), by session start."""
+    with state_of(request).reading([store], options) as reading:
+        return _answer(reading, {"store": store, "key": key,
+                                 **_rows(reading.queries.sessions(store, key, earliest_end, latest_start))})
+
+
+# -- metadata ------------------------------------------------------------------------------------------
+@router.get("/stores/{store}/keys/{key}/metadata", tags=["metadata"])
+def key_metadata(request: Request, store: Store, key: Key, options: Options) -> Response:
+    """queryMetadataForKey: the key's Kafka partition (murmur2, as the producer places it), and the
+    snapshot and changelog versions that hold it."""
+    with state_of(request).reading([store], options) as reading:
+        d = reading.queries.store(store)
+        found = reading.queries.range(store, key, key, limit=1)
+        fresh: Freshness = reading.freshness
+        return _answer(reading, {
+            "store": store, "key": key, "topic": d.source.topic, "partitions": d.source.partitions,
+            "partition": partition_for(key, d.source.partitions), "present": bool(found.rows),
+            "source_partition": found.rows[0].get("source_partition") if found.rows else None,
+            "snapshot_version": fresh.snapshot_version, "changelog_version": fresh.changelog_version,
+            "newest_changelog_version": fresh.newest_changelog_version})
+
+
+# -- SQL -----------------------------------------------------------------------------------------------
+class SqlRequest(BaseModel):
+    query: str = Field(description="One read-only statement: SELECT, WITH, SHOW, DESCRIBE or EXPLAIN")
+
+
+@router.post("/sql", tags=["sql"])
+def sql(request: Request, body: Annotated[SqlRequest, Body()],
+        max_staleness: Annotated[float | None, Query(ge=0, allow_inf_nan=False)] = None,
+        as_of_version: Annotated[int | None, Query(ge=1)] = None) -> Response:
+    """Read-only SQL over the snapshot (tables: the stores, _snapshot, _snapshot_stores), within the
+    service's time and row limits; anything else is refused with 400 before it runs."""
+    state = state_of(request)
+    options = ReadOptions(max_staleness=max_staleness, as_of_version=as_of_version)
+    with state.reading([], options) as reading:
+        result = run_sql(state.queries, reading.snapshot, body.query, state.options.sql_timeout_s,
+                         state.options.sql_max_rows)
+        return _answer(reading, _rows(result))
+
+
+__all__ = ["router"]

@@ -1,0 +1,103 @@
+"""What every request of one app shares: settings, options, the snapshot pool, the reads, the
+freshness tracker and the metrics; and `reading()`, the one path every store read goes through
+(resolve the snapshot, overlay fresh changelog rows, check max_staleness, then read)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from deltastate.config import Settings
+from deltastate.query.deltalog import DeltaLog
+from deltastate.query.errors import ParameterError
+from deltastate.query.fresh import build_overlay
+from deltastate.query.reader import Snapshot
+from deltastate.query.reads import Queries
+from deltastate.query.times import parse_time
+from deltastate.service.freshness import Freshness, FreshnessTracker, check_max_staleness
+from deltastate.service.metrics import ServiceMetrics
+from deltastate.service.options import ServiceOptions
+from deltastate.service.snapshots import SnapshotPool
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The parameters every read accepts."""
+
+    max_staleness: float | None = None
+    fresh: bool = False
+    as_of_version: int | None = None
+    as_of: str | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    snapshot: Snapshot
+    queries: Queries
+    freshness: Freshness
+
+
+class ServiceState:
+    def __init__(self, settings: Settings, options: ServiceOptions) -> None:
+        self.settings = settings
+        self.options = options
+        self.deltalog = DeltaLog(ttl=options.staleness_cache_s)
+        self.freshness = FreshnessTracker(settings, self.deltalog)
+        self.metrics = ServiceMetrics(self._published_at, self._version)
+        self.pool = SnapshotPool(settings, on_swap=self._swapped)
+        self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
+
+    def _swapped(self, new: int, old: int | None) -> None:
+        if old is not None:  # opening the first snapshot is not a swap
+            self.metrics.swaps.inc()
+
+    def _published_at(self) -> datetime | None:
+        return self.pool.current_published_at()
+
+    def _version(self) -> int | None:
+        return self.pool.current_version()
+
+    def _version_for(self, options: ReadOptions) -> int | None:
+        if options.as_of_version is not None and options.as_of is not None:
+            raise ParameterError("as_of", "give as_of or as_of_version, not both")
+        if options.fresh and (options.as_of_version is not None or options.as_of is not None):
+            raise ParameterError("fresh", "fresh=true reads the newest commits; it cannot be combined with as_of")
+        if options.as_of_version is not None:
+            return options.as_of_version
+        if options.as_of is not None:
+            ms = parse_time(options.as_of, "as_of")
+            when = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(tzinfo=None)
+            return self.pool.version_as_of(when)
+        return None
+
+    @contextmanager
+    def reading(self, stores: list[str], options: ReadOptions) -> Iterator[Reading]:
+        """A leased snapshot for one request, with the reads pinned to it; stores: what the answer
+        covers (their definitions are checked first, so an unknown store is a 404 whatever else)."""
+        definitions = [self.queries.store(s) for s in stores]
+        version = self._version_for(options)
+        with self.pool.lease(version) as snap:
+            overlays, fresh_to = {}, None
+            if options.fresh:
+                for definition in definitions:
+                    if definition.name not in snap.stores:
+                        continue  # the read itself reports the store missing from the snapshot
+                    overlay = build_overlay(self.settings, self.deltalog, snap, definition)
+                    if overlay.rows is not None:
+                        overlays[definition.name] = overlay.rows
+                    fresh_to = overlay.to_version if fresh_to is None or overlay.to_version is None \
+                        else max(fresh_to, overlay.to_version)
+            freshness = self.freshness.of(snap, stores or sorted(snap.stores), fresh_to)
+            if options.fresh and freshness.fresh_to_version is None:
+                freshness = Freshness(freshness.snapshot_version, freshness.published_at, 0.0,
+                                      freshness.changelog_version, freshness.newest_changelog_version)
+            check_max_staleness(freshness, options.max_staleness, stores[0] if len(stores) == 1 else None)
+            yield Reading(snap, self.queries.at(snap, overlays), freshness)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+__all__ = ["ReadOptions", "Reading", "ServiceState"]
