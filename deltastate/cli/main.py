@@ -15,6 +15,7 @@ def cli() -> None:
 def _register() -> None:
     from deltastate.cli import bench_cmd, demo_cmd, produce_cmd, query_cmd, run_cmd
     from deltastate.cli.infra_cmd import infra
+    from deltastate.cli.serve_cmd import serve as serve_command
 
     cli.add_command(infra)
     cli.add_command(produce_cmd.produce)
@@ -22,6 +23,7 @@ def _register() -> None:
     cli.add_command(demo_cmd.demo)
     cli.add_command(bench_cmd.bench)
     query_cmd.register(cli)
+    cli.add_command(serve_command)
 
 
 _register()

@@ -1,5 +1,6 @@
-"""`deltastate get|top|rank|range|all|sql` (interactive queries over the current snapshot) and
-`deltastate snapshot publish|list`.
+"""`deltastate get|top|rank|range|all|windows|sessions|sql` (interactive queries over the current
+snapshot) and `deltastate snapshot publish|list`. Times (--from, --to, --earliest-end,
+--latest-start) are epoch millis or ISO-8601, UTC when no zone is given.
 
 Output: an aligned table, or with --json one JSON object per line. Exit status: 0 on success, 1 when
 the key is not found (`not found: ...` on stderr), 2 for any other deltastate error (`error: ...`).
@@ -136,6 +137,37 @@ def all_cmd(ctx: click.Context, store: str, limit: int | None, as_json: bool) ->
     _read(ctx, as_json, lambda q: q.all(store, limit=limit))
 
 
+@click.command("windows")
+@click.argument("store")
+@click.argument("key", required=False)
+@click.option("--from", "time_from", default=None, help="Earliest window start (epoch ms or ISO-8601).")
+@click.option("--to", "time_to", default=None, help="Latest window start (epoch ms or ISO-8601).")
+@click.option("--limit", default=None, type=click.IntRange(min=1), help="At most this many windows.")
+@json_option
+@click.pass_context
+@_reported
+def windows_cmd(ctx: click.Context, store: str, key: str | None, time_from: str | None, time_to: str | None,
+                limit: int | None, as_json: bool) -> None:
+    """Windows of KEY in window STORE whose start lies in [--from, --to], by start (WindowStore.fetch);
+    without KEY, every key's windows in range by (start, key) (fetchAll)."""
+    _read(ctx, as_json, lambda q: q.windows(store, key, time_from, time_to, limit))
+
+
+@click.command("sessions")
+@click.argument("store")
+@click.argument("key")
+@click.option("--earliest-end", default=None, help="Sessions ending at or after (epoch ms or ISO-8601).")
+@click.option("--latest-start", default=None, help="Sessions starting at or before (epoch ms or ISO-8601).")
+@json_option
+@click.pass_context
+@_reported
+def sessions_cmd(ctx: click.Context, store: str, key: str, earliest_end: str | None, latest_start: str | None,
+                 as_json: bool) -> None:
+    """Sessions of KEY in session STORE with end >= --earliest-end and start <= --latest-start, by
+    start (SessionStore.findSessions)."""
+    _read(ctx, as_json, lambda q: q.sessions(store, key, earliest_end, latest_start))
+
+
 @click.command("sql")
 @click.argument("query")
 @json_option
@@ -199,7 +231,7 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
     emit(["", "version", "published_at", "stores", "file"], rows, False)
 
 
-QUERY_COMMANDS = (get_cmd, top_cmd, rank_cmd, range_cmd, all_cmd, sql_cmd)
+QUERY_COMMANDS = (get_cmd, top_cmd, rank_cmd, range_cmd, all_cmd, windows_cmd, sessions_cmd, sql_cmd)
 
 
 def register(cli_group: click.Group) -> None:
