@@ -1,0 +1,107 @@
+"""DAG factories: one run, compaction and cleanup DAG per declared store, a manual restore DAG and
+the gated publish DAG. dags/*.py call these with their own docstring as doc_md.
+
+Parse-time rules (the DAG processor imports these every few seconds): read only the store YAML
+files and the environment; never import pyspark or great_expectations, never open a database or
+an Airflow connection. Spark work happens in DeltastateSparkOperator at run time.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Asset, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
+
+from deltastate.config import Settings, load_settings
+from deltastate.orchestration.checks import check_events, require_confirm
+from deltastate.orchestration.operators import DeltastateSparkOperator
+from deltastate.orchestration.options import DagOptions, load_options
+from deltastate.stores import list_stores
+
+TAG = "deltastate"
+
+
+def changelog_asset(settings: Settings, store: str) -> Asset:
+    """The Asset a store run updates: its Delta changelog (URI = the table's location)."""
+    path = settings.table_path(store, "changelog")
+    uri = path if "://" in path else f"file://{path}"
+    return Asset(name=f"deltastate.{store}.changelog", uri=uri, group="deltastate")
+
+
+def snapshot_asset(settings: Settings) -> Asset:
+    return Asset(name="deltastate.snapshot", uri=f"file://{settings.snapshots_dir}/CURRENT", group="deltastate")
+
+
+def _cron(expr: str) -> CronTriggerTimetable:
+    return CronTriggerTimetable(expr, timezone="UTC")
+
+
+def run_dag(settings: Settings, opts: DagOptions, store: str, doc_md: str | None) -> DAG:
+    with DAG(dag_id=f"deltastate_run_{store}", schedule=_cron(opts.run_schedule), start_date=opts.start_date,
+             catchup=False, max_active_runs=1, default_args=opts.default_args, doc_md=doc_md,
+             tags=[TAG, "run", f"store:{store}"],
+             description=f"{store}: process the topic's backlog (available-now), commit, stop",
+             params={"topic": Param(None, type=["null", "string"], description="source topic override"),
+                     "max_offsets_per_trigger": Param(None, type=["null", "integer"], minimum=1,
+                                                      description="bound each micro-batch")}) as dag:
+        events = task(task_id="check_events")(check_events)(store_name=store, topic="{{ params.topic or '' }}")
+        run = DeltastateSparkOperator(task_id="run_store", action="run", store=store, topic="{{ params.topic }}",
+                                      max_offsets_per_trigger="{{ params.max_offsets_per_trigger }}",
+                                      conn_id=opts.spark_conn_id, outlets=[changelog_asset(settings, store)])
+        events >> run
+    return dag
+
+
+def maintenance_dag(opts: DagOptions, store: str, action: str, schedule: str, doc_md: str | None) -> DAG:
+    verb = {"compact": "compact the changelog (latest record per key, expired tombstones dropped)",
+            "cleanup": "write TTL, retention and tombstone deletes into the changelog"}[action]
+    with DAG(dag_id=f"deltastate_{action}_{store}", schedule=_cron(schedule), start_date=opts.start_date,
+             catchup=False, max_active_runs=1, default_args=opts.default_args, doc_md=doc_md,
+             tags=[TAG, action, f"store:{store}"], description=f"{store}: {verb}") as dag:
+        DeltastateSparkOperator(task_id=f"{action}_store", action=action, store=store, conn_id=opts.spark_conn_id)
+    return dag
+
+
+def store_dags(doc_md: str | None = None, settings: Settings | None = None) -> list[DAG]:
+    """Run, compaction and cleanup DAGs for every store whose YAML exists now."""
+    settings = settings or load_settings()
+    opts = load_options()
+    dags: list[DAG] = []
+    for store in list_stores(settings):
+        dags.append(run_dag(settings, opts, store, doc_md))
+        dags.append(maintenance_dag(opts, store, "compact", opts.compact_schedule, doc_md))
+        dags.append(maintenance_dag(opts, store, "cleanup", opts.cleanup_schedule, doc_md))
+    return dags
+
+
+def restore_dag(doc_md: str | None = None, settings: Settings | None = None) -> DAG:
+    """Manual: rebuild a store's state from its changelog into a new checkpoint."""
+    settings = settings or load_settings()
+    opts = load_options()
+    stores = list_stores(settings)
+    with DAG(dag_id="deltastate_restore", schedule=None, start_date=opts.start_date, catchup=False,
+             max_active_runs=1, default_args={**opts.default_args, "retries": 0}, doc_md=doc_md,
+             tags=[TAG, "restore", "manual"], description="rebuild a store's state from its Delta changelog",
+             params={"store": Param(stores[0] if stores else "", type="string", enum=stores,
+                                    title="Store", description="the store to restore"),
+                     "confirm": Param(False, type="boolean", title="Confirm",
+                                      description="the store's streaming state is rebuilt; runs must be stopped")},
+             ) as dag:
+        confirmed = task(task_id="confirm")(require_confirm)(store_name="{{ params.store }}",
+                                                              confirm="{{ params.confirm }}")
+        restore = DeltastateSparkOperator(task_id="restore_store", action="restore", store="{{ params.store }}",
+                                          conn_id=opts.spark_conn_id)
+        confirmed >> restore
+    return dag
+
+
+def publish_dag(doc_md: str | None = None, settings: Settings | None = None) -> DAG:
+    """Gated publish of the global snapshot, on any changelog update and on a schedule."""
+    settings = settings or load_settings()
+    opts = load_options()
+    assets = [changelog_asset(settings, s) for s in list_stores(settings)]
+    schedule = AssetOrTimeSchedule(timetable=_cron(opts.publish_schedule), assets=AssetAny(*assets))
+    with DAG(dag_id="deltastate_publish", schedule=schedule, start_date=opts.start_date, catchup=False,
+             max_active_runs=1, default_args=opts.default_args, doc_md=doc_md, tags=[TAG, "publish"],
+             description="validate (great-expectations) and publish the global DuckDB snapshot") as dag:
+        DeltastateSparkOperator(task_id="publish_snapshot", action="publish", store="*",
+                                conn_id=opts.spark_conn_id, outlets=[snapshot_asset(settings)])
+    return dag
