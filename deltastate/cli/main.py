@@ -13,7 +13,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from deltastate.cli import bench_cmd, demo_cmd, produce_cmd, query_cmd, run_cmd
+    from deltastate.cli import bench_cmd, demo_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd
     from deltastate.cli.infra_cmd import infra
     from deltastate.cli.serve_cmd import serve as serve_command
 
@@ -22,6 +22,7 @@ def _register() -> None:
     cli.add_command(run_cmd.run)
     cli.add_command(demo_cmd.demo)
     cli.add_command(bench_cmd.bench)
+    cli.add_command(restore_cmd.restore)
     query_cmd.register(cli)
     cli.add_command(serve_command)
 

@@ -42,14 +42,56 @@ def register_fold(spark: SparkSession, store: StoreDefinition) -> FoldSpec:
     return FoldSpec(function=name, slots=tuple(slots))
 
 
-def fold_call(store: StoreDefinition, spec: FoldSpec) -> Column:
-    """fold(pos, reset, v0, v1, ...) over classified records; dead letters pass a null position, which
-    the fold ignores (filtering them out instead lets Spark push the filter below the parse and
+# The fold's argument columns, projected before the aggregation so that events and restored state
+# rows (seeds) can be unioned into one input: position, reset flag, one value per slot.
+POS, RESET = "__fold_pos", "__fold_reset"
+SEED_POS = -1  # a restored state sits before every source offset (offsets start at 0)
+
+
+def _slot_column(i: int) -> str:
+    return f"__fold_v{i}"
+
+
+def arg_columns(spec: FoldSpec) -> list[str]:
+    return [POS, RESET, *(_slot_column(i) for i in range(len(spec.slots)))]
+
+
+def event_args(store: StoreDefinition) -> list[Column]:
+    """The fold's arguments for classified records. Dead letters pass a null position, which the
+    fold ignores (filtering them out instead lets Spark push the filter below the parse and
     evaluate the whole classification again inside it)."""
+    args = [F.expr("CASE WHEN reason IS NULL THEN offset END").alias(POS), F.col("is_tombstone").alias(RESET)]
+    for i, agg in enumerate(store.aggregations):
+        wanted = store.value_field(agg.target).spark_type
+        # count sums weights: 1 per applied event (a non-null value is what marks it applied).
+        expr = "cast(1 as bigint)" if agg.op == "count" else f"cast(`{agg.source_field}` as {wanted})"
+        args.append(F.expr(expr).alias(_slot_column(i)))
+    args.append(F.expr(f"cast(`{store.event_time_field}` as bigint)").alias(_slot_column(len(store.aggregations))))
+    return args
+
+
+def seed_args(store: StoreDefinition) -> list[Column]:
+    """The fold's arguments for rows of a restored state (changelog.reader.state_columns): one row
+    per key standing for everything the key saw, so each slot takes the stored value (count's
+    weight is the stored count) and the event-time slot the stored event time."""
+    args = [F.lit(SEED_POS).cast("bigint").alias(POS), F.lit(False).alias(RESET)]
+    for i, agg in enumerate(store.aggregations):
+        wanted = store.value_field(agg.target).spark_type
+        args.append(F.col(agg.target).cast(wanted).alias(_slot_column(i)))
+    args.append(F.unix_millis(F.col("event_time")).cast("bigint").alias(_slot_column(len(store.aggregations))))
+    return args
+
+
+def fold_over_args(spec: FoldSpec) -> Column:
+    """The fold over columns projected with event_args / seed_args."""
+    return F.expr(f"{spec.function}({', '.join(arg_columns(spec))})")
+
+
+def fold_call(store: StoreDefinition, spec: FoldSpec) -> Column:
+    """fold(pos, reset, v0, v1, ...) directly over classified records (no projection first)."""
     args = ["CASE WHEN reason IS NULL THEN offset END", "is_tombstone"]
     for agg in store.aggregations:
         wanted = store.value_field(agg.target).spark_type
-        # count ignores its value but needs a non-null one for each applied event.
         args.append("cast(1 as bigint)" if agg.op == "count" else f"cast(`{agg.source_field}` as {wanted})")
     args.append(f"cast(`{store.event_time_field}` as bigint)")
     return F.expr(f"{spec.function}({', '.join(args)})")

@@ -1,8 +1,18 @@
-"""Where a new checkpoint starts when a store is restored instead of replayed from the beginning."""
+"""Where a new checkpoint starts when a store is restored instead of replayed from the beginning.
+
+deltastate restore writes the plan beside the new checkpoint (resume.json): every run of that
+checkpoint's lineage must build the same streaming plan (the seed source stays part of it), and
+Kafka's starting offsets only matter for the run that creates the query checkpoints.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+
+RESUME_FILE = "resume.json"
+EARLIEST = -2  # Spark's Kafka source: -2 in a startingOffsets JSON means the earliest offset
 
 
 @dataclass(frozen=True)
@@ -11,13 +21,62 @@ class ResumePlan:
     intake audit record as processed, plus one).
     seed_path: a Delta table holding the store's latest state (changelog.reader.state_columns) that
     seeds the new checkpoint's state; None when the engine reads its state from the changelog
-    itself (window and session stores)."""
+    itself (window and session stores).
+    audit_offsets: where the intake (audit and dead letter) query resumes, when it differs from the
+    state's offsets (None: starting_offsets). The two queries commit independently, so each resumes
+    after what its own table records."""
 
     starting_offsets: dict[int, int] = field(default_factory=dict)
     seed_path: str | None = None
+    audit_offsets: dict[int, int] | None = None
 
-    def kafka_starting_offsets(self, topic: str) -> str:
-        """The JSON Spark's Kafka source takes for startingOffsets."""
-        import json
+    def kafka_starting_offsets(self, topic: str, partitions: int | None = None) -> str:
+        """The JSON Spark's Kafka source takes for startingOffsets (the state's offsets)."""
+        return offsets_json(topic, self.starting_offsets, partitions)
 
-        return json.dumps({topic: {str(p): int(o) for p, o in sorted(self.starting_offsets.items())}})
+    def audit_starting_offsets(self, topic: str, partitions: int | None = None) -> str:
+        offsets = self.starting_offsets if self.audit_offsets is None else self.audit_offsets
+        return offsets_json(topic, offsets, partitions)
+
+    def to_json(self) -> str:
+        return json.dumps({"starting_offsets": {str(p): o for p, o in sorted(self.starting_offsets.items())},
+                           "seed_path": self.seed_path,
+                           "audit_offsets": None if self.audit_offsets is None else
+                           {str(p): o for p, o in sorted(self.audit_offsets.items())}})
+
+    @classmethod
+    def from_json(cls, text: str) -> ResumePlan:
+        data = json.loads(text)
+        audit = data.get("audit_offsets")
+        return cls({int(p): int(o) for p, o in data["starting_offsets"].items()}, data.get("seed_path"),
+                   None if audit is None else {int(p): int(o) for p, o in audit.items()})
+
+
+def offsets_json(topic: str, offsets: dict[int, int], partitions: int | None = None) -> str:
+    """Spark wants every partition of the topic named; a partition the plan does not know (nothing
+    of it was ever recorded) starts at the earliest offset."""
+    full = {p: EARLIEST for p in range(partitions or 0)}
+    full.update(offsets)
+    return json.dumps({topic: {str(p): int(o) for p, o in sorted(full.items())}})
+
+
+def save_plan(checkpoint: str, plan: ResumePlan) -> None:
+    path = Path(checkpoint) / RESUME_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(plan.to_json())
+    tmp.replace(path)
+
+
+def load_plan(checkpoint: str) -> ResumePlan | None:
+    path = Path(checkpoint) / RESUME_FILE
+    return ResumePlan.from_json(path.read_text()) if path.is_file() else None
+
+
+def topic_partitions(bootstrap: str, topic: str, timeout: float = 30.0) -> int | None:
+    """Partition count of topic from the broker's metadata; None when the topic does not exist."""
+    from confluent_kafka.admin import AdminClient
+
+    meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=timeout)
+    found = meta.topics.get(topic)
+    return None if found is None or found.error is not None else len(found.partitions)

@@ -23,7 +23,9 @@ import org.apache.spark.sql.types.StructType;
  * the later one alone when it holds a tombstone, and combines both otherwise, so the result does not
  * depend on which partial Spark hands over first.
  *
- * Ops are "count", "sum", "min", "max" (long or double) and "last" (value at the highest position).
+ * Ops are "count" (a sum of per-record weights, 1 per event), "sum", "min", "max" (long or double)
+ * and "last" (value at the highest position). A restored state enters as one record at a position
+ * before every offset (-1) whose count column carries the state's count.
  * The result struct: reset_pos (-1 when the key never saw a tombstone), last_pos, n (records since
  * the last tombstone), then one field per op, null when n = 0.
  */
@@ -163,9 +165,11 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         return RowFactory.create(out);
     }
 
+    /** A record's slot value. count sums per-record weights: 1 for an event, and a restored
+     *  state's count for a seed row, so a seed acts as one partial standing for many events. */
     private Object seed(int i, Object value) {
         if (ops[i].equals("count")) {
-            return value == null ? 0L : 1L;
+            return value == null ? 0L : value;
         }
         return value;
     }

@@ -1,0 +1,160 @@
+"""Restore: rebuild a store's checkpoint from its changelog when the Spark checkpoint is lost or
+corrupt (Kafka Streams restores a lost state store from its changelog topic the same way).
+
+Steps: move the old checkpoint folder aside; take the changelog's latest version V; write the live
+state at V (one row per live key, so the work follows the state's size, not the history's length)
+to a seed Delta table inside a new checkpoint with a new lineage and the next epoch; record where
+each query resumes in the topic: the state query after the highest source offset the changelog
+holds per partition, the intake query after the highest offset its audit rows hold. The next
+`deltastate run` seeds its state from the table and reads Kafka from there: no event is lost and
+none is counted twice.
+
+Why the state query may resume after the changelog's offsets: every applied record (a put or a
+tombstone) leaves its offset on its key's changelog row; records after the highest such offset that
+the old run did read were dead letters, which change no state. If compaction dropped a key's final
+tombstone, the replay starts before it and ends with that tombstone again, deleting the key again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_windowed
+from deltastate.changelog.reader import changelog_version, latest_state
+from deltastate.changelog.tables import ensure_tables, table_exists
+from deltastate.config import Settings
+from deltastate.engine.lineage import load_or_create
+from deltastate.engine.resume import ResumePlan, save_plan
+from deltastate.infra.spark import get_spark
+from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
+from deltastate.orchestration.lock import claim_checkpoint
+from deltastate.stores import load_store
+from deltastate.stores.definition import StoreDefinition
+
+SEED_DIR = "seed"
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    store: str
+    mode: RestoreMode
+    changelog_version: int | None  # the version whose state was restored
+    lineage_id: str  # the new checkpoint's lineage
+    epoch: int
+    records_restored: int  # live state rows written to the seed
+    starting_offsets: dict[int, int] = field(default_factory=dict)  # state query: partition -> next offset
+    audit_offsets: dict[int, int] = field(default_factory=dict)  # intake query: partition -> next offset
+    seed_path: str | None = None
+    moved_checkpoint: str | None = None  # where the old checkpoint folder went
+    orphan_dead_letters: int = 0  # dead letters of batches whose audit row never landed, removed
+    seconds: float = 0.0
+
+
+def _move_aside(checkpoint: str) -> str | None:
+    """Keeps the old checkpoint for inspection instead of deleting it."""
+    folder = Path(checkpoint)
+    if not folder.exists():
+        return None
+    target = folder.with_name(f"{folder.name}.lost-{datetime.now(UTC):%Y%m%dT%H%M%S%f}")
+    folder.rename(target)
+    return str(target)
+
+
+def changelog_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
+                      version: int | None) -> dict[int, int]:
+    """Partition -> one past the highest source offset the changelog holds at version."""
+    if version is None:
+        return {}
+    df = (spark.read.format("delta").option("versionAsOf", int(version))
+          .load(settings.table_path(store.name, CHANGELOG))
+          .where(F.col("source_partition").isNotNull() & (F.col("source_offset") >= 0)))
+    rows = df.groupBy("source_partition").agg(F.max("source_offset").alias("hi")).collect()
+    return {int(r["source_partition"]): int(r["hi"]) + 1 for r in rows}
+
+
+def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
+    """Partition -> one past the highest offset any intake audit row covers."""
+    path = settings.table_path(store.name, INTAKE)
+    if not table_exists(spark, path):
+        return {}
+    ranges = (spark.read.format("delta").load(path)
+              .select(F.explode(F.from_json("offsets", "map<string, array<bigint>>")).alias("p", "range")))
+    rows = ranges.groupBy("p").agg(F.max(F.element_at("range", 2)).alias("hi")).collect()
+    return {int(r["p"]): int(r["hi"]) + 1 for r in rows}
+
+
+def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
+    """An intake batch appends its dead letters, then its audit row; a crash between the two leaves
+    dead letters of a batch that the audit (and so the resume offsets) never saw. Their old
+    checkpoint is gone, so no replay would skip them: the resumed run writes them again. Remove
+    them first so that each dead letter stays in the table once."""
+    dead_path, intake_path = settings.table_path(store.name, DEADLETTER), settings.table_path(store.name, INTAKE)
+    if not (table_exists(spark, dead_path) and table_exists(spark, intake_path)):
+        return 0
+    audited = spark.read.format("delta").load(intake_path).select("query_id", "batch_id").distinct()
+    orphans = (spark.read.format("delta").load(dead_path).join(audited, ["query_id", "batch_id"], "left_anti")
+               .groupBy("query_id", "batch_id").count().collect())
+    if not orphans:
+        return 0
+    cond = " OR ".join(f"(query_id = '{r['query_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
+    DeltaTable.forPath(spark, dead_path).delete(cond)
+    return sum(int(r["count"]) for r in orphans)
+
+
+def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int, seed_path: str,
+                listener: RestoreListener) -> int:
+    """The live state at version into the seed table, one append per source partition (the batches
+    the listener sees, like Kafka Streams restoring one changelog partition at a time)."""
+    state = latest_state(spark, settings, store, version).persist()
+    try:
+        slices = sorted(((r["source_partition"], int(r["count"]))
+                         for r in state.groupBy("source_partition").count().collect()),
+                        key=lambda s: -1 if s[0] is None else s[0])
+        total = 0
+        for partition, count in slices:
+            state.where(F.col("source_partition").eqNullSafe(F.lit(partition).cast("int"))) \
+                 .write.format("delta").mode("append").save(seed_path)
+            total += count
+            listener.on_batch(count)
+        return total
+    finally:
+        state.unpersist()
+
+
+def restore_store(settings: Settings, store_name: str, *, listener: RestoreListener | None = None,
+                  spark: SparkSession | None = None) -> RestoreReport:
+    """Rebuilds store_name's checkpoint from its changelog (see the module doc). The store's stream
+    must not be running. Safe to repeat: a failed restore leaves no checkpoint, which `run` refuses,
+    so the operator restores again."""
+    started = time.monotonic()
+    listener = listener or SilentListener()
+    claim_checkpoint(settings, store_name)  # fails while a run of the store still writes
+    store = load_store(settings, store_name)
+    spark = spark or get_spark(settings, f"deltastate-restore-{store_name}")
+    ensure_tables(spark, settings, store)
+    moved = _move_aside(settings.checkpoint_path(store.name))
+    version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+    mode: RestoreMode = "partial" if is_windowed(store) else "full"
+    listener.on_start(store.name, version, mode)
+    state_offsets = changelog_offsets(spark, settings, store, version)
+    intake_offsets = audit_offsets(spark, settings, store)
+    orphans = drop_orphan_dead_letters(spark, settings, store)
+    lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch
+    seed_path, restored = None, 0
+    if mode == "full" and version is not None:
+        seed_path = f"{lineage.checkpoint}/{SEED_DIR}"
+        restored = _write_seed(spark, settings, store, version, seed_path, listener)
+        if restored == 0:
+            seed_path = None  # nothing live: the new checkpoint starts empty
+    save_plan(lineage.checkpoint, ResumePlan(state_offsets, seed_path, intake_offsets))
+    seconds = time.monotonic() - started
+    listener.on_end(restored, seconds)
+    return RestoreReport(store.name, mode, version, lineage.lineage_id, lineage.epoch, restored, state_offsets,
+                         intake_offsets, seed_path, moved, orphans, seconds)
