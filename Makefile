@@ -4,7 +4,7 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 UV := uv run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit bench clean down
+.PHONY: setup demo test test-unit bench soak clean down
 
 setup:            ## install uv, the locked environment, jars and Spark functions
 	bash scripts/setup.sh
@@ -20,6 +20,9 @@ test-unit: setup  ## pure functions only
 
 bench: setup      ## ingest benchmark (printed figures)
 	$(UV) deltastate bench ingest
+
+soak: setup       ## 20 kill -9 trials against a continuous run, then the state checks (~10 min)
+	$(UV) deltastate soak crash --trials 20
 
 down:             ## stop the local broker
 	$(UV) deltastate infra down

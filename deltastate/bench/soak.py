@@ -53,6 +53,9 @@ class Trial:
     observed: str  # what the logs showed at the kill: planned/delta/committed batch ids
     seconds: float
 
+    def line(self) -> str:
+        return f"trial {self.number:>3}: kill {self.moment:<6} ({self.observed}) after {self.seconds:5.1f} s"
+
 
 @dataclass
 class SoakResult:
@@ -69,7 +72,7 @@ class SoakResult:
         return not self.wrong_keys and self.duplicates == 0 and self.audited == self.produced
 
     def lines(self) -> list[str]:
-        out = [f"trial {t.number:>3}: kill {t.moment:<6} ({t.observed}) after {t.seconds:5.1f} s" for t in self.trials]
+        out = [t.line() for t in self.trials]
         out.append(f"{len(self.trials)} kill -9 trials; {self.produced:,} records produced, {self.audited:,} audited; "
                    f"{self.live_keys:,} live keys, {len(self.wrong_keys)} wrong; {self.duplicates} duplicate "
                    f"(epoch, batch, key) changelog records; {self.seconds:.0f} s: {'PASS' if self.ok else 'FAIL'}")
@@ -80,9 +83,20 @@ def _batch_ids(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
-def _delta_version(table: str) -> int:
+def _delta_batch(table: str) -> int:
+    """The micro-batch id (Delta txn version) of the changelog's newest commit; -1 before any."""
     log = Path(table) / "_delta_log"
-    return max((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), default=-1) if log.is_dir() else -1
+    commits = sorted((p for p in log.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
+        if log.is_dir() else []
+    for path in reversed(commits):
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if '"txn"' in line:
+                return int(json.loads(line)["txn"]["version"])
+    return -1
 
 
 def child_env(settings: Settings) -> dict[str, str]:
@@ -173,29 +187,35 @@ def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Fee
              timeout: float) -> str:
     """Waits for the moment (feeding the topic meanwhile), kills, returns what the logs showed."""
     offsets_dir, commits_dir = ckpt / "changelog" / "offsets", ckpt / "changelog" / "commits"
-    start_planned = (_batch_ids(offsets_dir) or [-1])[-1]
-    start_version = _delta_version(table)
+    # First until this run streams (plans or commits a batch): a JVM start on a busy machine can
+    # take minutes, which the moment's own timeout should not count.
+    before_start = (_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]
+    deadline = time.monotonic() + 2 * timeout
+    while ((_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]) == before_start:
+        run.check()
+        if time.monotonic() > deadline:
+            raise DeltastateError(f"the run planned no micro-batch within {2 * timeout:.0f}s:\n{run.tail()}")
+        feed.step(every=2.0)
+        time.sleep(0.05)
     deadline = time.monotonic() + timeout
     while True:
         run.check()
         if time.monotonic() > deadline:
             raise DeltastateError(f"no '{moment}' moment within {timeout:.0f}s:\n{run.tail()}")
         planned, committed = (_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]
-        version = _delta_version(table)
-        in_flight = planned > committed
-        if moment == "before" and in_flight and planned > start_planned and version == start_version:
-            break
-        if moment == "during" and in_flight and version > start_version:
-            break
-        if moment == "after" and committed > start_planned and committed >= 0:
+        in_delta = _delta_batch(table)
+        if planned > committed:  # batch `planned` is in flight
+            if moment == "before" and in_delta < planned:
+                break
+            if moment == "during" and in_delta == planned:
+                break
+        elif moment == "after" and committed >= 0 and committed > before_start[1]:
             time.sleep(rng.uniform(0.0, 0.5))
             break
-        if moment == "during" and not in_flight and version > start_version:
-            start_version, start_planned = version, planned  # missed this one: aim at the next batch
         feed.step()
         time.sleep(0.005)
-    observed = (f"planned {(_batch_ids(offsets_dir) or [-1])[-1]}, committed {(_batch_ids(commits_dir) or [-1])[-1]}, "
-                f"delta v{_delta_version(table)}")
+    observed = (f"planned {(_batch_ids(offsets_dir) or [-1])[-1]}, in Delta {_delta_batch(table)}, "
+                f"committed {(_batch_ids(commits_dir) or [-1])[-1]}")
     run.kill()
     return observed
 

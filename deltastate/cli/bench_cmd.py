@@ -28,3 +28,32 @@ def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | 
     figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger)
     for line in figures.lines():
         click.echo(line)
+
+
+@bench.command("restore")
+@click.option("--keys", default=1_000_000, show_default=True)
+@click.option("--updates", default=10, show_default=True, help="Changelog records per key before compaction.")
+def restore(keys: int, updates: int) -> None:
+    """Restore seconds on a long changelog history, before and after compaction, and the ratio."""
+    from deltastate.bench.restore import run_restore_bench
+
+    for line in run_restore_bench(load_settings(), keys, updates).lines():
+        click.echo(line)
+
+
+@bench.command("query")
+@click.option("--keys", default=1_000_000, show_default=True, help="Keys in the generated snapshot (10000000 for 10M).")
+@click.option("--concurrency", default="1,16,64", show_default=True, help="Comma-separated client thread counts.")
+@click.option("--seconds", default=3.0, show_default=True, help="Duration of each (op, concurrency) cell.")
+@click.option("--no-http", is_flag=True, help="Skip the HTTP measurements.")
+@click.option("--spark-gets", default=20, show_default=True, help="Point gets through Spark SQL on Delta (0: skip).")
+@click.option("--port", default=18765, show_default=True, help="Port of the benchmarked `deltastate serve`.")
+def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets: int, port: int) -> None:
+    """p50/p95/p99 and throughput of get/top/range, in-process and over HTTP, vs Spark SQL point gets."""
+    from deltastate.bench.query import run_query_bench
+
+    levels = tuple(int(x) for x in concurrency.split(",") if x.strip())
+    figures = run_query_bench(load_settings(), keys, levels, seconds, http=not no_http, spark_gets=spark_gets,
+                              port=port, echo=click.echo)
+    for line in figures.lines()[len(figures.cells) + 1:]:
+        click.echo(line)

@@ -4,6 +4,9 @@ recorded offsets, compared with the independent reference (tests/reference.py)."
 
 
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from store_checks import (
 )
 
 from deltastate.changelog.reader import changelog_version
+from deltastate.config import PROJECT_ROOT
 from deltastate.engine.runner import run_store
 from deltastate.errors import CheckpointMismatchError
 from deltastate.maintenance.listener import RecordingListener
@@ -83,6 +87,45 @@ def test_restore_after_lost_checkpoint(broker: str, spark, make_settings, topic:
     produce(settings, topic, third, ref)
     result = run_store(settings, STORE, once=True, topic=topic)
     assert result.lineage.epoch == 1 and result.records_in == len(third)
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_changelog_unique(spark, settings)
+    assert_state(published_state(spark, settings), exp)
+
+
+def test_checkpoint_deleted_mid_stream_then_restored(broker: str, spark, make_settings, topic: str,
+                                                     tmp_path: Path) -> None:
+    """A continuous CLI run loses its checkpoint folder while micro-batches are in flight; the run
+    is killed, `deltastate restore` (the CLI) rebuilds the checkpoint, producing continues, and the
+    state after catching up equals the reference."""
+    from test_continuous_restart import CliRun, _cli_env, _commits, _in_flight, _wait_for
+
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    stream = generated(8_000, 700, seed=17, tombstones=0.03)
+    chunks = [stream[i:i + 500] for i in range(0, len(stream), 500)]
+    produce(settings, topic, chunks.pop(0), ref)
+    run = CliRun(settings, topic, tmp_path / "run.log")
+    try:
+        _wait_for("a first changelog commit", lambda: _commits(settings) >= 1, run, timeout=240)
+        deadline = time.monotonic() + 120
+        while not any(_in_flight(settings, q) for q in ("intake", "changelog")):
+            assert time.monotonic() < deadline, run.tail()
+            produce(settings, topic, chunks.pop(0), ref)
+            time.sleep(0.2)
+        shutil.rmtree(settings.checkpoint_path(STORE), ignore_errors=True)  # mid-batch
+        for _ in range(3):  # keep feeding the stream that lost its checkpoint
+            produce(settings, topic, chunks.pop(0), ref)
+            time.sleep(0.5)
+    finally:
+        run.crash()
+
+    restored = subprocess.run([sys.executable, "-m", "deltastate.cli.main", "restore", STORE],
+                              cwd=PROJECT_ROOT, env=_cli_env(settings), capture_output=True, text=True, timeout=600)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert f"restoring {STORE} (full)" in restored.stdout and "done:" in restored.stdout
+    produce(settings, topic, [rec for chunk in chunks for rec in chunk], ref)
+    run_store(settings, STORE, once=True, topic=topic)
     exp = expected(ref.records, settings.max_value_bytes)
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)

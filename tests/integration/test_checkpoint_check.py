@@ -1,0 +1,86 @@
+"""`run` refuses a checkpoint that disagrees with the changelog (real broker, Spark, Delta), with a
+message that says to restore; after `restore`, the store continues and matches the reference."""
+
+
+import shutil
+from pathlib import Path
+
+import pytest
+from reference import expected
+from store_checks import (
+    STORE,
+    assert_changelog_unique,
+    assert_counts,
+    assert_state,
+    generated,
+    new_topic,
+    produce,
+    published_state,
+)
+
+from deltastate.engine.runner import run_store
+from deltastate.errors import CheckpointMismatchError
+from deltastate.maintenance.restore import restore_store
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def _refused(settings, topic: str, why: str) -> None:
+    with pytest.raises(CheckpointMismatchError, match=why) as caught:
+        run_store(settings, STORE, once=True, topic=topic)
+    assert f"deltastate restore {STORE}" in str(caught.value) and STORE in str(caught.value)
+
+
+def _swap(checkpoint: Path, copy: Path) -> None:
+    shutil.rmtree(checkpoint)
+    shutil.copytree(copy, checkpoint)
+
+
+def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, topic: str, tmp_path: Path) -> None:
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    stream = generated(6_000, 600, seed=31, tombstones=0.03)
+    parts = [stream[i:i + 1_500] for i in range(0, len(stream), 1_500)]
+    checkpoint = Path(settings.checkpoint_path(STORE))
+
+    produce(settings, topic, parts[0], ref)
+    run_store(settings, STORE, once=True, topic=topic)
+    shutil.copytree(checkpoint, tmp_path / "after-batch-0")
+    produce(settings, topic, parts[1], ref)
+    run_store(settings, STORE, once=True, topic=topic)
+    shutil.copytree(checkpoint, tmp_path / "good")
+
+    # A checkpoint older than the changelog's last batch of its own lineage (a stale copy put back).
+    _swap(checkpoint, tmp_path / "after-batch-0")
+    _refused(settings, topic, "older than the changelog table")
+    # A query checkpoint without its metadata file.
+    _swap(checkpoint, tmp_path / "good")
+    (checkpoint / "changelog" / "metadata").unlink()
+    _refused(settings, topic, "no metadata file")
+    # The state folder gone while batches are committed.
+    _swap(checkpoint, tmp_path / "good")
+    shutil.rmtree(checkpoint / "changelog" / "state")
+    _refused(settings, topic, "state folder")
+    # The good checkpoint still runs: the check passes where nothing disagrees.
+    _swap(checkpoint, tmp_path / "good")
+    produce(settings, topic, parts[2], ref)
+    assert run_store(settings, STORE, once=True, topic=topic).records_in == len(parts[2])
+
+    # A restore elsewhere superseded this lineage: putting the old checkpoint back is refused.
+    shutil.rmtree(tmp_path / "good")
+    shutil.copytree(checkpoint, tmp_path / "good")
+    report = restore_store(settings, STORE, spark=spark)
+    assert report.epoch == 1
+    produce(settings, topic, parts[3], ref)
+    assert run_store(settings, STORE, once=True, topic=topic).records_in == len(parts[3])
+    restored = tmp_path / "restored"
+    shutil.copytree(checkpoint, restored)
+    _swap(checkpoint, tmp_path / "good")
+    _refused(settings, topic, "superseded")
+    _swap(checkpoint, restored)
+
+    exp = expected(ref.records, settings.max_value_bytes)
+    run_store(settings, STORE, once=True, topic=topic)
+    assert_counts(exp, None, spark, settings)
+    assert_changelog_unique(spark, settings)
+    assert_state(published_state(spark, settings), exp)
