@@ -1,0 +1,72 @@
+"""`deltastate compact STORE` and `deltastate cleanup STORE`: changelog upkeep from the command line
+(Airflow calls the same functions in deltastate.maintenance)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from deltastate.cli.errors import reported, settings_of
+
+
+def _figures(fig) -> str:
+    if fig is None:
+        return "-"
+    return f"{fig.records:,} records, {fig.files:,} files, {fig.bytes:,} bytes (version {fig.version})"
+
+
+@click.command()
+@click.argument("store")
+@click.option("--no-vacuum", is_flag=True, help="Rewrite and OPTIMIZE only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.pass_context
+@reported
+def compact(ctx: click.Context, store: str, no_vacuum: bool, as_json: bool) -> None:
+    """Compact STORE's changelog: latest record per store key, old tombstones dropped, files merged."""
+    from deltastate.maintenance import compact_store
+
+    report = compact_store(settings_of(ctx), store, vacuum=not no_vacuum)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), default=str))
+        return
+    click.echo(f"compact {store}: " + (f"skipped ({report.skipped})" if report.skipped else "rewritten"))
+    click.echo(f"  before: {_figures(report.before)}; dirty ratio {report.dirty_ratio_before:.3f}")
+    after_ratio = "-" if report.dirty_ratio_after is None else f"{report.dirty_ratio_after:.3f}"
+    click.echo(f"  after:  {_figures(report.after)}; dirty ratio {after_ratio}")
+    click.echo(f"  dropped {report.records_dropped:,} records ({report.tombstones_dropped:,} tombstones) in "
+               f"{report.segments_rewritten} segments; OPTIMIZE merged {report.files_optimized} files; "
+               f"VACUUM retention {report.vacuum_retention_hours} h, {report.files_vacuumed} files deleted; "
+               f"{report.seconds:.1f} s")
+
+
+@click.command()
+@click.argument("store")
+@click.option("--topic", default=None, help="Source topic for ttl tombstones (default: the store's).")
+@click.option("--now-ms", type=int, default=None, help="Decide expiry as of this epoch-ms time (default: now).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@click.pass_context
+@reported
+def cleanup(ctx: click.Context, store: str, topic: str | None, now_ms: int | None, as_json: bool) -> None:
+    """Expire STORE's old entries (TTL, window retention, session expiry) by tombstones."""
+    from deltastate.maintenance import cleanup_store
+
+    report = cleanup_store(settings_of(ctx), store, now_ms=now_ms, topic=topic)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), default=str))
+        return
+    if report.skipped:
+        click.echo(f"cleanup {store}: skipped ({report.skipped})")
+        return
+    click.echo(f"cleanup {store} ({report.store_type}, changelog version {report.read_version}): "
+               f"{report.expired_keys:,} keys, {report.expired_windows:,} windows, "
+               f"{report.expired_sessions:,} sessions expired; {report.tombstones_written:,} tombstones written; "
+               f"{report.seconds:.1f} s")
+    if report.store_type == "key_value":
+        click.echo(f"  ttl: {report.candidates:,} keys past the ttl, {report.spared:,} spared (updated in the "
+                   f"{report.tail_records:,} records not yet applied), {len(report.raced)} raced")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(compact)
+    cli.add_command(cleanup)

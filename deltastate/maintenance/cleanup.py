@@ -1,0 +1,108 @@
+"""`cleanup`: removes what a store should no longer hold, always by tombstones through the changelog
+(never a silent delete), so restore, snapshots and queries agree.
+
+key_value  TTL (StoreDefinition.ttl_ms): Kafka tombstones to the source topic, see ttl.py.
+window     retention (WindowSpec.retention_ms): changelog tombstones, see retention.py.
+session    expiry (SessionSpec.retention_ms): changelog tombstones, see retention.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deltastate.changelog import layout
+from deltastate.config import Settings
+from deltastate.maintenance import retention, ttl
+from deltastate.maintenance.stats import get_session
+from deltastate.maintenance.stats import now_ms as clock_ms
+from deltastate.stores import load_store
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    store: str
+    store_type: str
+    read_version: int | None
+    expired_keys: int = 0  # key_value: ttl tombstones produced to the source topic
+    expired_windows: int = 0  # window: tombstones appended to the changelog
+    expired_sessions: int = 0  # session: tombstones appended to the changelog
+    tombstones_written: int = 0
+    candidates: int = 0  # key_value: keys past the ttl in the changelog
+    spared: int = 0  # key_value: candidates with a record the stream has not applied yet
+    tail_records: int = 0  # key_value: records read between the changelog and the topic's end
+    raced: tuple[str, ...] = field(default_factory=tuple)  # key_value: see ttl.py
+    seconds: float = 0.0
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["raced"] = list(self.raced)
+        return data
+
+
+def cleanup_store(settings: Settings, store_name: str, *, spark: SparkSession | None = None,
+                  now_ms: int | None = None, topic: str | None = None) -> CleanupReport:
+    """Expires the store's old entries by tombstones; `topic` overrides the source topic (ttl only)."""
+    store = load_store(settings, store_name)
+    return cleanup_definition(get_session(settings, spark), settings, store, now=now_ms, topic=topic)
+
+
+def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
+                       now: int | None = None, topic: str | None = None) -> CleanupReport:
+    from deltastate.changelog.reader import changelog_version
+
+    started = time.monotonic()
+    version = changelog_version(spark, settings.table_path(store.name, layout.CHANGELOG))
+    base = CleanupReport(store.name, store.type, version)
+    if version is None:
+        return _done(base, started, skipped="no changelog table yet")
+    if store.type == "key_value":
+        if not store.ttl_ms:
+            return _done(base, started, skipped="no ttl declared")
+        return _done(_expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
+                                 topic or store.source.topic), started)
+    written = retention.expire_windows(spark, settings, store, version, write_ms=clock_ms())
+    kind = "expired_windows" if store.type == "window" else "expired_sessions"
+    return _done(CleanupReport(**{**asdict(base), kind: written, "tombstones_written": written}), started)
+
+
+def _done(report: CleanupReport, started: float, **changes: Any) -> CleanupReport:
+    data = {**asdict(report), "seconds": time.monotonic() - started, **changes}
+    data["raced"] = tuple(data["raced"])
+    return CleanupReport(**data)
+
+
+def _expire_ttl(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int, now: int,
+                topic: str) -> CleanupReport:
+    from pyspark.sql import functions as F
+
+    from deltastate.changelog.reader import latest_state
+
+    path = settings.table_path(store.name, layout.CHANGELOG)
+    state = latest_state(spark, settings, store, version)
+    candidates = sorted(r[layout.KEY] for r in state.where(F.unix_millis("write_time") < F.lit(now - store.ttl_ms))
+                        .select(layout.KEY).collect())
+    # Highest source offset the changelog at V holds per partition: everything after it may not be
+    # applied yet (the stream's lag), so cleanup reads it before deciding.
+    held = {int(r[0]): int(r[1]) for r in spark.read.format("delta").option("versionAsOf", version).load(path)
+            .groupBy("source_partition").agg(F.max("source_offset")).collect() if r[0] is not None}
+    partitions = store.source.partitions
+    ends = ttl.end_offsets(settings.kafka_bootstrap, topic, partitions)
+    tail = ttl.scan(settings.kafka_bootstrap, store.name, topic,
+                    {p: (held.get(p, -1) + 1, ends[p]) for p in range(partitions)})
+    spared = ttl.spared_keys(tail) & set(candidates)
+    doomed = [k for k in candidates if k not in spared]
+    placed = ttl.produce_tombstones(settings.kafka_bootstrap, store.name, topic, doomed) if doomed else {}
+    raced: list[str] = []
+    if placed:
+        last = {p: max(off for part, off in placed.values() if part == p) for p in {v[0] for v in placed.values()}}
+        after = ttl.scan(settings.kafka_bootstrap, store.name, topic, {p: (ends[p], last[p] + 1) for p in last})
+        raced = ttl.raced_keys(after, placed)
+    return CleanupReport(store.name, store.type, version, expired_keys=len(placed), tombstones_written=len(placed),
+                         candidates=len(candidates), spared=len(spared), tail_records=len(tail), raced=tuple(raced))

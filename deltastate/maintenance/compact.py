@@ -1,0 +1,215 @@
+"""Log compaction of a store's Delta changelog, the way Kafka's log cleaner compacts a changelog topic.
+
+Why it never collides with the running stream: the changelog is partitioned by `segment`, and the
+stream only appends to the newest segment. Compaction reads the table at one pinned version V,
+rewrites only SEALED segments (older than V's newest one) with a replaceWhere overwrite on exactly
+those partitions, and Delta's conflict check for that overwrite looks only at files added to those
+partitions concurrently: the stream's appends land elsewhere and never conflict. A conflict with
+another maintenance writer (cleanup appending a tombstone to a segment that became sealed meanwhile,
+a second compaction) fails only the compaction, which retries from a fresh version.
+
+What a rewrite keeps, per store key (latest record by (epoch, batch_id) across the whole table at V):
+  * every record in a segment that is not rewritten (the active segment; segments holding a record
+    younger than min_compaction_lag, as Kafka never cleans records younger than the lag);
+  * in rewritten segments, only the key's latest record, unless it is a tombstone older than
+    delete_retention whose key has no record left in any segment that is not rewritten.
+The rewrite is committed with dataChange=false: it removes only records that are no longer state
+and that every reader has already seen, so a streaming reader of the changelog must not read the
+re-added survivors again as new appends.
+
+Then OPTIMIZE bin-packs the sealed segments' small files (also dataChange=false), and VACUUM deletes
+unreferenced files older than the retention chosen in vacuum_retention_hours().
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
+from deltastate.config import Settings
+from deltastate.maintenance.stats import (
+    MaintenanceError,
+    TableFigures,
+    dirty_ratio,
+    get_session,
+    should_compact,
+    table_figures,
+)
+from deltastate.maintenance.stats import (
+    now_ms as clock_ms,
+)
+from deltastate.maintenance.vacuum import vacuum_changelog
+from deltastate.stores import load_store
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CONFLICT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    store: str
+    read_version: int | None
+    before: TableFigures | None
+    after: TableFigures | None
+    superseded: int = 0
+    dirty_ratio_before: float = 0.0
+    dirty_ratio_after: float | None = None
+    tombstones_dropped: int = 0
+    records_dropped: int = 0
+    segments_rewritten: int = 0
+    files_optimized: int = 0
+    vacuum_retention_hours: float | None = None
+    files_vacuumed: int | None = None
+    attempts: int = 1
+    seconds: float = 0.0
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compact_store(settings: Settings, store_name: str, *, spark: SparkSession | None = None,
+                  now_ms: int | None = None, vacuum: bool = True) -> CompactionReport:
+    """Compacts the store's changelog (see the module docstring); safe while its stream runs."""
+    store = load_store(settings, store_name)
+    return compact_changelog(get_session(settings, spark), settings, store, now=now_ms, vacuum=vacuum)
+
+
+def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
+                      now: int | None = None, vacuum: bool = True) -> CompactionReport:
+    from delta.tables import DeltaTable
+
+    from deltastate.changelog.reader import changelog_version
+
+    started = time.monotonic()
+    path = settings.table_path(store.name, CHANGELOG)
+    version = changelog_version(spark, path)
+    if version is None:
+        return CompactionReport(store.name, None, None, None, skipped="no changelog table yet")
+    now = clock_ms() if now is None else now
+    for attempt in range(1, CONFLICT_RETRIES + 1):
+        version = changelog_version(spark, path)
+        try:
+            report = _compact_at(spark, store, path, int(version), now, attempt)
+            break
+        except Exception as exc:  # noqa: BLE001 - only Delta commit conflicts are retried
+            if not _is_conflict(exc) or attempt == CONFLICT_RETRIES:
+                if _is_conflict(exc):
+                    raise MaintenanceError(store.name, f"compaction kept conflicting with concurrent writers "
+                                                       f"after {attempt} attempts: {exc}") from exc
+                raise
+    # File compaction runs whether or not records were dropped (small files cost reads either way),
+    # on sealed segments only: OPTIMIZE never conflicts with appends, but leaving the active segment
+    # alone keeps its file set stable for the stream's next micro-batches.
+    optimized = 0
+    newest = _newest_segment(spark, path, report.read_version)
+    if newest >= 0:
+        metrics = DeltaTable.forPath(spark, path).optimize().where(f"`{SEGMENT}` < {newest}").executeCompaction()
+        optimized = _files_removed(metrics)
+    retention, vacuumed = (None, None)
+    if vacuum:
+        retention, vacuumed = vacuum_changelog(spark, settings, store, path)
+    after = table_figures(spark, path)
+    ratio_after = None
+    if report.skipped is None:
+        superseded_after, _ = _superseded(spark, store, path, after.version)
+        ratio_after = dirty_ratio(superseded_after, after.records)
+    return CompactionReport(
+        **{**report.to_dict(), "before": report.before, "after": after, "dirty_ratio_after": ratio_after,
+           "files_optimized": optimized, "vacuum_retention_hours": retention, "files_vacuumed": vacuumed,
+           "seconds": time.monotonic() - started})
+
+
+def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, version: int, now: int,
+                attempt: int) -> CompactionReport:
+    from pyspark.sql import functions as F
+
+    before = table_figures(spark, path, version)
+    opts = store.changelog
+    table = spark.read.format("delta").option("versionAsOf", version).load(path)
+    newest = _newest_segment(spark, path, version)
+    # A segment is sealed when the stream has moved past it, and cleanable when its newest record is
+    # older than the lag (Kafka's min.compaction.lag.ms).
+    seg_age = table.groupBy(SEGMENT).agg(F.max(F.unix_millis("write_time")).alias("_seg_newest"))
+    cleanable = [int(r[SEGMENT]) for r in seg_age.collect()
+                 if r[SEGMENT] < newest and (r["_seg_newest"] or 0) <= now - opts.min_compaction_lag_ms]
+    flagged = _flag(table, store, cleanable, now - opts.delete_retention_ms).persist()
+    try:
+        counts = flagged.agg(
+            F.count(F.lit(1)).alias("total"),
+            F.count_if(~F.col("_is_latest")).alias("superseded"),
+            F.count_if(~F.col("_keep")).alias("droppable"),
+            F.count_if(~F.col("_keep") & F.col("_is_latest")).alias("tombstones"),
+        ).first()
+        total, superseded = int(counts["total"]), int(counts["superseded"])
+        droppable, tombstones = int(counts["droppable"]), int(counts["tombstones"])
+        ratio = dirty_ratio(superseded, total)
+        skipped = should_compact(superseded, droppable, total, opts.min_cleanable_dirty_ratio)
+        base = dict(store=store.name, read_version=version, before=before, after=None, superseded=superseded,
+                    dirty_ratio_before=ratio, attempts=attempt)
+        if skipped is not None:
+            return CompactionReport(**base, skipped=skipped)
+        dirty = sorted(int(r[SEGMENT]) for r in flagged.where(~F.col("_keep")).select(SEGMENT).distinct().collect())
+        survivors = (flagged.where(F.col(SEGMENT).isin(dirty) & F.col("_keep"))
+                     .select(*table.columns).repartition(F.col(SEGMENT)))
+        (survivors.write.format("delta").mode("overwrite")
+         .option("replaceWhere", f"`{SEGMENT}` IN ({', '.join(str(s) for s in dirty)})")
+         .option("dataChange", "false")
+         .option("userMetadata", f"deltastate compact {store.name} from version {version}")
+         .save(path))
+        return CompactionReport(**base, records_dropped=droppable, tombstones_dropped=tombstones,
+                                segments_rewritten=len(dirty))
+    finally:
+        flagged.unpersist()
+
+
+def _flag(table: DataFrame, store: StoreDefinition, cleanable: list[int], tombstone_cutoff_ms: int) -> DataFrame:
+    """Adds _is_latest (the record is its store key's state) and _keep (compaction keeps it)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    per_key = Window.partitionBy(*store_key_columns(store))
+    order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
+    in_cleanable = F.col(SEGMENT).isin(cleanable) if cleanable else F.lit(False)
+    flagged = (table
+               .withColumn("_in_cleanable", in_cleanable)
+               .withColumn("_is_latest", order == F.max(order).over(per_key))
+               # A tombstone may go only when no record of its key stays behind in an untouched segment
+               # (that record would otherwise become the key's state again).
+               .withColumn("_all_cleanable", F.min(F.col("_in_cleanable").cast("int")).over(per_key) == 1))
+    old_tombstone = ((F.col(OP) == F.lit(OP_DELETE)) & (F.unix_millis("write_time") < F.lit(tombstone_cutoff_ms))
+                     & F.col("_all_cleanable"))
+    keep = ~F.col("_in_cleanable") | (F.col("_is_latest") & ~old_tombstone)
+    return flagged.withColumn("_keep", keep)
+
+
+def _superseded(spark: SparkSession, store: StoreDefinition, path: str, version: int) -> tuple[int, int]:
+    from pyspark.sql import functions as F
+
+    table = spark.read.format("delta").option("versionAsOf", version).load(path)
+    row = _flag(table, store, [], 0).agg(F.count_if(~F.col("_is_latest")).alias("s"), F.count(F.lit(1)).alias("t")).first()
+    return int(row["s"]), int(row["t"])
+
+
+def _newest_segment(spark: SparkSession, path: str, version: int) -> int:
+    row = spark.read.format("delta").option("versionAsOf", version).load(path).agg({SEGMENT: "max"}).first()
+    return -1 if row is None or row[0] is None else int(row[0])
+
+
+def _files_removed(metrics: DataFrame) -> int:
+    row = metrics.select("metrics.numFilesRemoved").first()
+    return 0 if row is None or row[0] is None else int(row[0])
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    from delta.exceptions import base
+
+    conflicts = (base.ConcurrentAppendException, base.ConcurrentDeleteReadException,
+                 base.ConcurrentDeleteDeleteException, base.ConcurrentTransactionException,
+                 base.ConcurrentWriteException, base.DeltaConcurrentModificationException)
+    return isinstance(exc, conflicts) or "Concurrent" in type(exc).__name__

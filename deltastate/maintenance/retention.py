@@ -1,0 +1,106 @@
+"""Window retention and session expiry: tombstones appended straight to the changelog.
+
+Why straight to the changelog (unlike key-value TTL): the window and session engine reads its live
+state from the changelog and never touches a closed window again, so nothing in Spark's state can
+bring an expired window back. Stream time is per source partition (Kafka Streams keeps it per
+partition): the max over the intake audit's `stream_times` of that partition. An entry is removed
+when it is closed (end + grace <= stream time) and its end is older than stream time - retention.
+
+A tombstone copies the expired entry's store key, source partition and offset; its value columns
+are null, and it is ordered after every record at the read version: (newest epoch, newest batch id
++ 1). It goes into the newest segment, which compaction never rewrites, so the append does not
+conflict with compaction. query_id names cleanup. Reruns are idempotent: an expired entry has a
+tombstone as its latest record and is no longer state; two cleanups of the same version are one
+append (Delta's idempotent write, txnAppId per store, txnVersion = the read version).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from deltastate.changelog import layout
+from deltastate.changelog.tables import append_once
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+QUERY_ID = {"window": "deltastate-cleanup/window-retention", "session": "deltastate-cleanup/session-expiry"}
+
+
+def retention_of(store: StoreDefinition) -> tuple[int, int]:
+    """(grace_ms, retention_ms) of a window or session store."""
+    spec = store.window if store.type == "window" else store.session
+    if spec is None:
+        raise ValueError(f"store {store.name!r} of type {store.type} has no window/session settings")
+    return spec.grace_ms, spec.retention_ms
+
+
+def is_expired(window_end: int, stream_time: int | None, grace_ms: int, retention_ms: int) -> bool:
+    """The rule applied in Spark below, for one entry (unit-tested alone)."""
+    if stream_time is None:
+        return False
+    return window_end + grace_ms <= stream_time and window_end < stream_time - retention_ms
+
+
+def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
+    """(source_partition int, stream_time bigint) per partition that has one."""
+    from pyspark.sql import functions as F
+
+    intake = spark.read.format("delta").load(settings.table_path(store.name, layout.INTAKE))
+    per_batch = intake.select(F.explode(F.from_json("stream_times", "map<string,bigint>")).alias("p", "t"))
+    return per_batch.groupBy(F.col("p").cast("int").alias("source_partition")).agg(F.max("t").alias("stream_time"))
+
+
+def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int,
+                   write_ms: int) -> int:
+    """Appends tombstones for the expired entries of the changelog at `version`; returns how many."""
+    from pyspark.sql import functions as F
+
+    path = settings.table_path(store.name, layout.CHANGELOG)
+    grace, retention = retention_of(store)
+    table = spark.read.format("delta").option("versionAsOf", version).load(path)
+    keys = layout.store_key_columns(store)
+    others = [c for c in table.columns if c not in keys]
+    order = F.struct(*[F.col(c) for c in layout.ORDER_COLUMNS])
+    latest = (table.groupBy(*keys).agg(F.max_by(F.struct(*[F.col(c) for c in others]), order).alias("_l"))
+              .select(*keys, "_l.*").where(F.col(layout.OP) != F.lit(layout.OP_DELETE)))
+    times = F.broadcast(stream_times(spark, settings, store))
+    expired = (latest.join(times, "source_partition")
+               .where((F.col(layout.WINDOW_END) + F.lit(grace) <= F.col("stream_time"))
+                      & (F.col(layout.WINDOW_END) < F.col("stream_time") - F.lit(retention))))
+    top = table.agg(F.max("epoch").alias("e")).first()["e"]
+    if top is None:
+        return 0
+    newest = table.where(F.col("epoch") == top).agg(F.max("batch_id").alias("b"), F.max(layout.SEGMENT).alias("s")).first()
+    ordering = (int(top), int(newest["b"]) + 1, int(newest["s"]))
+    tombstones = expired.select(*[_tombstone_column(f.name, f.dataType, store, ordering, write_ms)
+                                  for f in table.schema.fields]).persist()
+    try:
+        count = tombstones.count()
+        if count:
+            append_once(tombstones, path, f"deltastate/{store.name}/cleanup", version)
+        return count
+    finally:
+        tombstones.unpersist()
+
+
+def _tombstone_column(name: str, data_type, store: StoreDefinition, ordering: tuple[int, int, int], write_ms: int):
+    from pyspark.sql import functions as F
+
+    epoch, batch_id, segment = ordering
+    kept = set(layout.store_key_columns(store)) | {"value_version", "source_partition", "source_offset", "event_time"}
+    fixed = {
+        layout.OP: F.lit(layout.OP_DELETE),
+        "epoch": F.lit(epoch).cast("int"),
+        "batch_id": F.lit(batch_id).cast("bigint"),
+        "query_id": F.lit(QUERY_ID[store.type]),
+        "write_time": F.timestamp_millis(F.lit(write_ms)),
+        layout.SEGMENT: F.lit(segment).cast("bigint"),
+    }
+    if name in kept:
+        return F.col(name)
+    if name in fixed:
+        return fixed[name].alias(name)
+    return F.lit(None).cast(data_type).alias(name)  # value columns (and any the engine adds)
