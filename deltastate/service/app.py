@@ -98,7 +98,9 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
         first: dict[str, Any] = (exc.errors() or [{}])[0]
-        location = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "body")]
+        location = [str(part) for part in first.get("loc", ())]
+        if location and location[0] in ("query", "path", "body", "header"):
+            location = location[1:]  # where it came from; the rest names the parameter
         name = ".".join(location) or "body"
         answer, kind = parameter_error(name, str(first.get("msg", "invalid value")))
         request.state.error_type = kind

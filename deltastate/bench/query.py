@@ -1,0 +1,278 @@
+"""Query benchmark: latency percentiles and throughput of get, top and range at several
+concurrencies, in-process (the service's read path without HTTP) and over HTTP (a `deltastate
+serve` subprocess), on a generated player_stats-shaped snapshot of --keys keys; plus the same point
+gets answered by Spark SQL reading a Delta table of the same rows (the "ask the database" approach
+interactive queries replace), and the ratio.
+
+The snapshot is built directly in DuckDB through the snapshot catalog (query/synthetic.py), not by
+Spark, so a million keys take seconds. Everything lives under <home>/bench-query, never touching the
+home's own snapshots. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from deltastate.config import Settings
+
+OPS = ("get", "top", "range")
+
+
+@dataclass(frozen=True)
+class Cell:
+    mode: str  # in-process | http | spark
+    op: str
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    latencies_ms: tuple[float, ...] = field(repr=False)
+
+    def pct(self, p: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else float("nan")
+
+    @property
+    def throughput(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def line(self) -> str:
+        return (f"  {self.mode:<10} {self.op:<6} c={self.concurrency:<3} {self.requests:>8,} req "
+                f"{self.throughput:>9,.0f} req/s  p50 {self.pct(50):8.2f} ms  p95 {self.pct(95):8.2f} ms  "
+                f"p99 {self.pct(99):8.2f} ms" + (f"  errors {self.errors}" if self.errors else ""))
+
+
+def bench_settings(settings: Settings) -> Settings:
+    home = settings.home / "bench-query"
+    home.mkdir(parents=True, exist_ok=True)
+    return dataclasses.replace(settings, home=home, storage_root=str(home / "data"), snapshot_keep=1)
+
+
+def build_snapshot(settings: Settings, keys: int) -> float:
+    """Publish a snapshot of `keys` generated player_stats rows; returns the seconds it took."""
+    from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot
+    from deltastate.stores import load_store
+
+    started = time.perf_counter()
+    store = load_store(settings, "player_stats")
+    write_snapshot(settings, [SyntheticStore(store, lambda con: con.execute(
+        f"INSERT INTO player_stats {player_stats_sql(keys)}"))])
+    return time.perf_counter() - started
+
+
+def key_of(i: int) -> str:
+    return f"player-{i:09d}"
+
+
+def drive(mode: str, op: str, concurrency: int, seconds: float, call: Callable[[random.Random], bool]) -> Cell:
+    """Run `call` from `concurrency` threads for `seconds`; each call returns False on an error."""
+    stop = threading.Event()
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+
+    def worker(i: int) -> None:
+        rng = random.Random(i)
+        mine = latencies[i]
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            ok = call(rng)
+            mine.append((time.perf_counter() - t0) * 1000)
+            errors[i] += 0 if ok else 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(concurrency)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    flat = tuple(x for part in latencies for x in part)
+    return Cell(mode, op, concurrency, len(flat), sum(errors), elapsed, flat)
+
+
+def in_process_calls(settings: Settings, keys: int) -> tuple[dict[str, Callable[[random.Random], bool]], Callable[[], None]]:
+    from deltastate.service.options import ServiceOptions
+    from deltastate.service.state import ReadOptions, ServiceState
+
+    state = ServiceState(settings, ServiceOptions())
+    plain = ReadOptions()
+
+    def get(rng: random.Random) -> bool:
+        with state.reading(["player_stats"], plain) as r:
+            return len(r.queries.get("player_stats", key_of(rng.randrange(keys))).rows) == 1
+
+    def top(rng: random.Random) -> bool:
+        with state.reading(["player_stats"], plain) as r:
+            return len(r.queries.top("player_stats", n=10).rows) == 10
+
+    def key_range(rng: random.Random) -> bool:
+        i = rng.randrange(max(1, keys - 100))
+        with state.reading(["player_stats"], plain) as r:
+            return len(r.queries.range("player_stats", key_of(i), key_of(i + 99), limit=100).rows) == min(100, keys)
+
+    return {"get": get, "top": top, "range": key_range}, state.close
+
+
+def http_calls(base: str, keys: int) -> dict[str, Callable[[random.Random], bool]]:
+    import httpx
+
+    local = threading.local()
+
+    def client() -> httpx.Client:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(base_url=base, timeout=60)
+        return local.client
+
+    def get(rng: random.Random) -> bool:
+        return client().get(f"/stores/player_stats/keys/{key_of(rng.randrange(keys))}").status_code == 200
+
+    def top(rng: random.Random) -> bool:
+        return client().get("/stores/player_stats/top", params={"n": 10}).status_code == 200
+
+    def key_range(rng: random.Random) -> bool:
+        i = rng.randrange(max(1, keys - 100))
+        r = client().get("/stores/player_stats/range", params={"from": key_of(i), "to": key_of(i + 99), "limit": 100})
+        return r.status_code == 200
+
+    return {"get": get, "top": top, "range": key_range}
+
+
+def start_server(settings: Settings, port: int) -> subprocess.Popen:
+    env = {**os.environ, "DELTASTATE_HOME": str(settings.home), "DELTASTATE_STORAGE": settings.storage_root,
+           "DELTASTATE_SCHEMAS": str(settings.schemas_dir)}
+    proc = subprocess.Popen([sys.executable, "-m", "deltastate.cli.main", "serve", "--port", str(port),
+                             "--log-level", "warning"], env=env)
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"deltastate serve exited with {proc.returncode}")
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("deltastate serve did not answer /health within 60 s")
+
+
+def spark_point_gets(settings: Settings, keys: int, gets: int) -> tuple[Cell, float]:
+    """Write the snapshot's rows to a Delta table once (reused while --keys is the same), then time
+    `gets` point lookups through spark.read.format("delta").where(key = ...). Returns the cell and
+    the seconds the one-time Delta write took (0 when reused)."""
+    import duckdb
+    from pyspark.sql import functions as F
+
+    from deltastate.infra.spark import get_spark
+    from deltastate.snapshot.catalog import current_snapshot
+
+    spark = get_spark(settings, "deltastate-bench-query")
+    path = f"{settings.storage_root}/bench/player_stats_{keys}"
+    marker = Path(settings.storage_root) / "bench" / f"player_stats_{keys}.done"
+    written = 0.0
+    if not marker.exists():
+        started = time.perf_counter()
+        staging = Path(settings.storage_root) / "bench" / f"staging_{keys}.parquet"
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(str(current_snapshot(settings)), read_only=True)
+        try:
+            con.execute(f"COPY player_stats TO '{staging}' (FORMAT parquet)")
+        finally:
+            con.close()
+        spark.read.parquet(str(staging)).write.format("delta").mode("overwrite").save(path)
+        staging.unlink()
+        marker.write_text("ok\n")
+        written = time.perf_counter() - started
+    rng = random.Random(99)
+    table = spark.read.format("delta").load(path)
+    table.where(F.col("key") == key_of(0)).collect()  # warm-up: JIT, Delta log, file listing
+    latencies, errors = [], 0
+    started = time.perf_counter()
+    for _ in range(gets):
+        key = key_of(rng.randrange(keys))
+        t0 = time.perf_counter()
+        rows = spark.read.format("delta").load(path).where(F.col("key") == key).collect()
+        latencies.append((time.perf_counter() - t0) * 1000)
+        errors += 0 if len(rows) == 1 else 1
+    return Cell("spark-sql", "get", 1, gets, errors, time.perf_counter() - started, tuple(latencies)), written
+
+
+@dataclass
+class QueryBench:
+    keys: int
+    cores: int
+    build_seconds: float
+    cells: list[Cell] = field(default_factory=list)
+    delta_write_seconds: float | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"bench query: {self.keys:,} keys (player_stats shape), {self.cores} cores; snapshot built in "
+               f"{self.build_seconds:.1f} s (DuckDB, no Spark)"]
+        out += [c.line() for c in self.cells]
+        if self.delta_write_seconds:
+            out.append(f"  (Delta table for the Spark gets written once in {self.delta_write_seconds:.1f} s, untimed)")
+        spark = next((c for c in self.cells if c.mode == "spark-sql"), None)
+        for mode in ("in-process", "http"):
+            mine = next((c for c in self.cells if c.mode == mode and c.op == "get" and c.concurrency == 1), None)
+            if spark and mine and mine.requests:
+                out.append(f"  point get p50, Spark SQL on Delta / {mode} snapshot: "
+                           f"{spark.pct(50) / mine.pct(50):,.0f}x ({spark.pct(50):.1f} ms vs {mine.pct(50):.3f} ms)")
+        return out
+
+
+def _warm(calls: dict[str, Callable[[random.Random], bool]]) -> None:
+    """One untimed call per op: the first opens the snapshot and fills caches."""
+    rng = random.Random(0)
+    for call in calls.values():
+        call(rng)
+
+
+def run_query_bench(settings: Settings, keys: int, concurrency: tuple[int, ...], seconds: float,
+                    http: bool = True, spark_gets: int = 20, port: int = 18765,
+                    echo: Callable[[str], None] = print) -> QueryBench:
+    home = bench_settings(settings)
+    figures = QueryBench(keys, os.cpu_count() or 1, build_snapshot(home, keys))
+    echo(figures.lines()[0])
+    calls, close = in_process_calls(home, keys)
+    try:
+        _warm(calls)
+        for op in OPS:
+            for c in concurrency:
+                figures.cells.append(drive("in-process", op, c, seconds, calls[op]))
+                echo(figures.cells[-1].line())
+    finally:
+        close()
+    if http:
+        server = start_server(home, port)
+        try:
+            hcalls = http_calls(f"http://127.0.0.1:{port}", keys)
+            _warm(hcalls)
+            for op in OPS:
+                for c in concurrency:
+                    figures.cells.append(drive("http", op, c, seconds, hcalls[op]))
+                    echo(figures.cells[-1].line())
+        finally:
+            server.terminate()
+            server.wait(30)
+    if spark_gets:
+        cell, written = spark_point_gets(home, keys, spark_gets)
+        figures.cells.append(cell)
+        figures.delta_write_seconds = written
+        echo(cell.line())
+    return figures
+
+
+__all__ = ["Cell", "QueryBench", "run_query_bench"]
