@@ -55,19 +55,4 @@ def take_lease(path: Path) -> Lease:
     return Lease(path, fd)
 
 
-def in_use(path: Path) -> bool:
-    """Whether some reader holds a lease on path (retention must then skip it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-__all__ = ["Lease", "in_use", "take_lease"]
+__all__ = ["Lease", "take_lease"]

@@ -270,22 +270,9 @@ class Queries:
         when from/to are None. Times: epoch millis or ISO-8601 (UTC when no zone)."""
         definition = self.store(store)
         self._require_windowed(definition, "a window fetch", "window")
-        lo, hi = parse_time(time_from, "from"), parse_time(time_to, "to")
-        limit = _positive("limit", limit)
-        where, params = ["TRUE"], []
-        if key is not None:
-            where.append("\"key\" = ?")
-            params.append(key)
-        if lo is not None:
-            where.append(f"{quote(WINDOW_START)} >= ?")
-            params.append(lo)
-        if hi is not None:
-            where.append(f"{quote(WINDOW_START)} <= ?")
-            params.append(hi)
-        order = f"{quote(WINDOW_START)}, \"key\", {quote(WINDOW_END)}"
-        with self.reader.snapshot() as snap:
-            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} ORDER BY {order}"
-            return self._run(snap, *self._limited(sql, params, limit))
+        bounds = [(WINDOW_START, ">=", parse_time(time_from, "from")), (WINDOW_START, "<=", parse_time(time_to, "to"))]
+        order = (WINDOW_START, KEY, WINDOW_END)
+        return self._windowed(definition, key, bounds, order, _positive("limit", limit))
 
     def sessions(self, store: str, key: str, earliest_end: str | int | None = None,
                  latest_start: str | int | None = None) -> QueryResult:
@@ -293,18 +280,25 @@ class Queries:
         sessions with end >= earliest_end and start <= latest_start, by start."""
         definition = self.store(store)
         self._require_windowed(definition, "a session fetch", "session")
-        lo, hi = parse_time(earliest_end, "earliest_end"), parse_time(latest_start, "latest_start")
-        where, params = ["\"key\" = ?"], [key]
-        if lo is not None:
-            where.append(f"{quote(WINDOW_END)} >= ?")
-            params.append(lo)
-        if hi is not None:
-            where.append(f"{quote(WINDOW_START)} <= ?")
-            params.append(hi)
-        order = f"{quote(WINDOW_START)}, {quote(WINDOW_END)}"
+        bounds = [(WINDOW_END, ">=", parse_time(earliest_end, "earliest_end")),
+                  (WINDOW_START, "<=", parse_time(latest_start, "latest_start"))]
+        return self._windowed(definition, key, bounds, (WINDOW_START, WINDOW_END), None)
+
+    def _windowed(self, definition: StoreDefinition, key: str | None, bounds: list[tuple[str, str, int | None]],
+                  order: tuple[str, ...], limit: int | None) -> QueryResult:
+        """Rows of one key (or all keys) whose window bounds pass every (column, op, value) with a value."""
+        where, params = ["TRUE"], []
+        if key is not None:
+            where.append("\"key\" = ?")
+            params.append(key)
+        for column, op, value in bounds:
+            if value is not None:
+                where.append(f"{quote(column)} {op} ?")
+                params.append(value)
         with self.reader.snapshot() as snap:
-            sql = f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} ORDER BY {order}"
-            return self._run(snap, sql, params)
+            sql = (f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} "
+                   f"ORDER BY {', '.join(quote(c) for c in order)}")
+            return self._run(snap, *self._limited(sql, params, limit))
 
     # -- SQL -----------------------------------------------------------------------------------------
     def sql(self, query: str, max_rows: int | None = None) -> QueryResult:
