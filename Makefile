@@ -4,7 +4,7 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 UV := uv run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit bench soak clean down
+.PHONY: setup demo test test-unit bench soak clean down airflow
 
 setup:            ## install uv, the locked environment, jars and Spark functions
 	bash scripts/setup.sh
@@ -12,6 +12,7 @@ setup:            ## install uv, the locked environment, jars and Spark function
 demo: setup       ## the leaderboard end to end: broker, produce, run, publish, query
 	$(UV) deltastate demo
 
+test: export DELTASTATE_BROWSER := 1  # setup installs Debian chromium for the browser test
 test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (< 30 min)
 	$(UV) pytest -m "not soak" -q -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -23,6 +24,9 @@ bench: setup      ## ingest benchmark (printed figures)
 
 soak: setup       ## 20 kill -9 trials against a continuous run, then the state checks (~10 min)
 	$(UV) deltastate soak crash --trials 20
+
+airflow: setup    ## Airflow 3 UI on :8080 (standalone) with dags/ and plugins/, and the local broker
+	bash scripts/airflow.sh
 
 down:             ## stop the local broker
 	$(UV) deltastate infra down

@@ -55,8 +55,11 @@ def maintenance_dag(opts: DagOptions, store: str, action: str, schedule: str, do
             "cleanup": "write TTL, retention and tombstone deletes into the changelog"}[action]
     with DAG(dag_id=f"deltastate_{action}_{store}", schedule=_cron(schedule), start_date=opts.start_date,
              catchup=False, max_active_runs=1, default_args=opts.default_args, doc_md=doc_md,
-             tags=[TAG, action, f"store:{store}"], description=f"{store}: {verb}") as dag:
-        DeltastateSparkOperator(task_id=f"{action}_store", action=action, store=store, conn_id=opts.spark_conn_id)
+             tags=[TAG, action, f"store:{store}"], description=f"{store}: {verb}",
+             params={"topic": Param(None, type=["null", "string"],
+                                    description="source topic override (TTL tombstones go to the source topic)")}) as dag:
+        DeltastateSparkOperator(task_id=f"{action}_store", action=action, store=store, topic="{{ params.topic }}",
+                                conn_id=opts.spark_conn_id)
     return dag
 
 

@@ -72,7 +72,8 @@ def perform(settings: Settings, action: str, store: str, topic: str | None = Non
     if action == "cleanup":
         from deltastate.maintenance.cleanup import cleanup_store
 
-        return _as_dict(cleanup_store(settings, store, spark=get_spark(settings, f"deltastate-cleanup-{store}")))
+        return _as_dict(cleanup_store(settings, store, spark=get_spark(settings, f"deltastate-cleanup-{store}"),
+                                     topic=topic))
     if action == "restore":
         from deltastate.maintenance.restore import restore_store
 

@@ -3,7 +3,7 @@
 Why a spec of our own around GX's expectation configs: one suite serves every store, so a spec
 names store-dependent things symbolically and this module fills them in from the store definition:
   "for_each": required_fields | key_columns | count_columns   repeat with {field} substituted
-  "when": windowed                                            only for window and session stores
+  "when": windowed | key_value                                only for window/session stores, or only not
   "$name" values                                              taken from the caller's values
   "{event_time_field}" / "{key_field}"                        from the store definition
 Pure functions (no GX import) so they are cheap to test and to call at DAG parse time.
@@ -86,10 +86,10 @@ def expand(spec: SuiteSpec, store: StoreDefinition, values: dict[str, Any] | Non
     out: list[Expectation] = []
     for item in spec.expectations:
         when = item.get("when")
-        if when == "windowed" and not is_windowed(store):
-            continue
-        if when not in (None, "windowed"):
+        if when not in (None, "windowed", "key_value"):
             raise ConfigError(f"quality suite {spec.suite!r}: unknown 'when': {when!r}")
+        if when is not None and (when == "windowed") != is_windowed(store):
+            continue
         each = item.get("for_each")
         if each is not None and each not in _lists(store):
             raise ConfigError(f"quality suite {spec.suite!r}: unknown 'for_each': {each!r}")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Airflow 3 for deltastate on this machine, in one command (`make airflow`): a local KRaft broker,
+# an Airflow home under $DELTASTATE_HOME/airflow (SQLite, SimpleAuthManager), this checkout's dags/
+# and plugins/, and `airflow standalone` (api-server, scheduler, dag-processor, triggerer).
+# UI: http://127.0.0.1:${AIRFLOW_PORT:-8080}  user admin, password printed below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.local/bin:$PATH"
+ROOT="$(pwd)"
+export DELTASTATE_HOME="${DELTASTATE_HOME:-$ROOT/.deltastate}"
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$DELTASTATE_HOME/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__API__PORT="${AIRFLOW_PORT:-8080}"
+mkdir -p "$AIRFLOW_HOME"
+uv run --frozen deltastate infra up
+echo "airflow: UI on http://127.0.0.1:$AIRFLOW__API__PORT (user admin; password in" \
+     "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated once started)" >&2
+echo "airflow: Data Docs under $DELTASTATE_HOME/quality/gx/uncommitted/data_docs/local_site/index.html" >&2
+exec uv run --frozen airflow standalone

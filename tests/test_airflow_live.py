@@ -1,0 +1,224 @@
+"""A real Airflow 3 (`airflow standalone`: api-server, scheduler, dag-processor, triggerer) started by
+the test on free ports with a throwaway AIRFLOW_HOME (SQLite) and its own deltastate home, over the
+session's broker. Shared by two tests:
+
+* a headless Chromium (Debian's chromium + chromedriver, selenium) logs in, sees the deltastate
+  DAGs, and triggers the restore DAG through its params form; screenshots go to the test's folder;
+* the store DAG and the publish DAG are triggered through the REST API as the UI does; their tasks
+  spark-submit (the Spark provider) to local[*]; the published snapshot is read back and compared
+  with the independent reference, and the plugin's store page reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import pytest
+from local_infra import free_port, make_home
+from reference import VALUE_FIELDS, expected
+from store_checks import STORE, generated, new_topic, produce
+
+from deltastate.config import PROJECT_ROOT, load_settings
+from deltastate.query import Queries
+from deltastate.stores import list_stores
+
+pytestmark = pytest.mark.integration
+NEVER = "0 0 1 1 *"  # scheduled runs would compete with the triggered ones; only triggers here
+
+
+@dataclass
+class LiveAirflow:
+    base: str
+    password: str
+    token: str
+    env: dict[str, str]
+    log: Path
+
+    def api(self, method: str, path: str, **kwargs) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=60, **kwargs)
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}").json()
+            if run["state"] in ("success", "failed"):
+                return run
+            time.sleep(3)
+        pytest.fail(f"{dag_id} {run_id} did not finish in {timeout}s; log tail:\n{self.tail()}")
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        tis = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances").json()["task_instances"]
+        return {t["task_id"]: t["state"] for t in tis}
+
+    def tail(self, n: int = 60) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+
+def _wait(what: str, check, timeout: float, proc: subprocess.Popen, log: Path):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"airflow standalone exited ({proc.returncode}) before {what}:\n{log.read_text()[-3000:]}")
+        try:
+            value = check()
+            if value:
+                return value
+        except (httpx.HTTPError, OSError, KeyError, ValueError):
+            pass
+        time.sleep(2)
+    pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]:
+    root = tmp_path_factory.mktemp("airflow-live")
+    home, af_home = make_home(root / "deltastate"), root / "airflow"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "DELTASTATE_", "KAFKA_"))}
+    env.update(
+        AIRFLOW_HOME=str(af_home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_ROOT / "dags"), AIRFLOW__CORE__PLUGINS_FOLDER=str(PROJECT_ROOT / "plugins"),
+        AIRFLOW__API__PORT=str(port), AIRFLOW__API__HOST="127.0.0.1",
+        AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+        AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+        DELTASTATE_HOME=str(home), KAFKA_BOOTSTRAP=broker, DELTASTATE_SHUFFLE_PARTITIONS="2",
+        DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DAG_RETRIES="0",
+        DELTASTATE_RUN_SCHEDULE=NEVER, DELTASTATE_COMPACT_SCHEDULE=NEVER, DELTASTATE_CLEANUP_SCHEDULE=NEVER,
+        DELTASTATE_PUBLISH_SCHEDULE=NEVER)
+    log = root / "standalone.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "airflow", "standalone"], env=env, cwd=root, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait("the API server", lambda: httpx.get(f"{base}/api/v2/version", timeout=5).status_code == 200, 420, proc, log)
+        pw_file = af_home / "simple_auth_manager_passwords.json.generated"
+        password = _wait("the admin password", lambda: json.loads(pw_file.read_text())["admin"], 60, proc, log)
+        token = httpx.post(f"{base}/auth/token", json={"username": "admin", "password": password},
+                           timeout=30).json()["access_token"]
+        live = LiveAirflow(base, password, token, env, log)
+        wanted = 3 * len(list_stores(load_settings({}))) + 2
+        _wait("the deltastate DAGs to be parsed", lambda: live.api("GET", "/dags", params={
+            "dag_id_pattern": "deltastate", "limit": 100}).json()["total_entries"] == wanted, 420, proc, log)
+        yield live
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.fail("Debian's chromium and chromium-driver are required (make test installs them via scripts/setup.sh)")
+    options = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        options.add_argument(arg)
+    options.binary_location = chromium
+    browser = webdriver.Chrome(options=options, service=Service(driver))
+    browser.implicitly_wait(60)
+    return browser
+
+
+def test_browser_logs_in_sees_dags_and_triggers_restore_through_its_form(airflow, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    browser = _browser()
+    try:
+        browser.get(f"{airflow.base}/")
+        browser.find_element(By.NAME, "username").send_keys("admin")
+        browser.find_element(By.NAME, "password").send_keys(airflow.password)
+        browser.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
+        browser.find_element(By.XPATH, "//a[contains(@href, '/dags')]")  # logged in: the nav is there
+        browser.get(f"{airflow.base}/dags?tags=deltastate")
+        browser.find_element(By.XPATH, "//a[normalize-space()='deltastate_restore']")
+        listed = {a.text for a in browser.find_elements(By.XPATH, "//a[starts-with(normalize-space(), 'deltastate_')]")}
+        assert {"deltastate_restore", "deltastate_publish", f"deltastate_run_{STORE}"} <= listed
+        browser.save_screenshot(str(tmp_path / "dags.png"))
+
+        browser.get(f"{airflow.base}/dags/deltastate_restore")
+        browser.find_element(By.XPATH, "//button[normalize-space()='Trigger']").click()
+        modal = browser.find_element(By.XPATH, "//div[@role='dialog'][.//*[contains(text(), 'Run Parameters')]]")
+        # Keep the DAG paused: the run is created from the form, and waits (no restore work here).
+        unpause = modal.find_element(By.XPATH, ".//label[contains(., 'Unpause deltastate_restore on trigger')]")
+        unpause.click()
+        store_box = modal.find_element(By.XPATH, ".//input[@role='combobox']")
+        store_box.click()
+        other = next(s for s in list_stores(load_settings({})) if s != STORE)
+        browser.find_element(By.XPATH, f"//*[@role='option'][normalize-space()='{other}']").click()
+        modal.find_element(By.ID, "switch:element_confirm").click()
+        assert modal.find_element(By.NAME, "element_store").get_attribute("value") == other
+        browser.save_screenshot(str(tmp_path / "restore-form.png"))
+        modal.find_element(By.XPATH, ".//button[normalize-space()='Trigger']").click()
+
+        deadline = time.monotonic() + 60
+        runs = []
+        while not runs and time.monotonic() < deadline:
+            runs = airflow.api("GET", "/dags/deltastate_restore/dagRuns").json()["dag_runs"]
+            time.sleep(1)
+        [run] = runs
+        assert run["conf"] == {"store": other, "confirm": True} and run["run_type"] == "manual"
+        assert airflow.api("GET", "/dags/deltastate_restore").json()["is_paused"] is True
+        browser.get(f"{airflow.base}/dags/deltastate_restore/runs/{run['dag_run_id']}")
+        browser.find_element(By.XPATH, f"//*[contains(text(), '{run['dag_run_id'][:20]}')]")
+        browser.save_screenshot(str(tmp_path / "restore-run.png"))
+        print(f"screenshots: {tmp_path}")
+        assert all((tmp_path / n).stat().st_size > 10_000 for n in ("dags.png", "restore-form.png", "restore-run.png"))
+        airflow.api("DELETE", f"/dags/deltastate_restore/dagRuns/{run['dag_run_id']}")  # never runs: tidy up
+    finally:
+        browser.quit()
+
+
+def test_store_and_publish_dags_triggered_through_the_rest_api(airflow, session_settings, broker, topic):
+    settings = replace(session_settings, home=Path(airflow.env["DELTASTATE_HOME"]),
+                       storage_root=str(Path(airflow.env["DELTASTATE_HOME"]) / "data"))
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(2_000, 120, seed=53, tombstones=0.05), ref)
+    exp = expected(ref.records, settings.max_value_bytes)
+
+    results = {}
+    for dag_id, conf in ((f"deltastate_run_{STORE}", {"topic": topic}), ("deltastate_publish", {})):
+        assert airflow.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
+        created = airflow.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert created.status_code == 200, created.text
+        run = airflow.wait_run(dag_id, created.json()["dag_run_id"], timeout=1200)
+        assert run["state"] == "success", (dag_id, airflow.task_states(dag_id, run["dag_run_id"]), airflow.tail())
+        results[dag_id] = run
+        if dag_id.startswith("deltastate_run_"):
+            # The run updated the changelog Asset the publish DAG is scheduled on.
+            events = airflow.api("GET", "/assets/events", params={"source_dag_id": dag_id}).json()["asset_events"]
+            assert [e["source_run_id"] for e in events] == [run["dag_run_id"]]
+            airflow.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+
+    figures = airflow.api("GET", f"/dags/deltastate_publish/dagRuns/{results['deltastate_publish']['dag_run_id']}"
+                                 "/taskInstances/publish_snapshot/xcomEntries/return_value").json()["value"]
+    figures = json.loads(figures) if isinstance(figures, str) else figures
+    assert figures["success"] is True and figures["row_counts"][STORE] == len(exp.state)
+    with Queries(settings) as queries:
+        result = queries.all(STORE)
+    assert result.snapshot_version == figures["current_version"]
+    assert {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in result.rows} == exp.state
+
+    page = httpx.get(f"{airflow.base}/deltastate/api/stores", timeout=30).json()
+    [row] = [r for r in page if r["store"] == STORE]
+    assert (row["snapshot_version"], row["rows"], row["versions_behind"]) == (result.snapshot_version, len(exp.state), 0)
+    html = httpx.get(f"{airflow.base}/deltastate/stores", timeout=30).text
+    assert f"<tr id='{STORE}'>" in html and "Data Docs" in html

@@ -1,0 +1,97 @@
+"""dag.test() runs of the store-run, compaction, cleanup and publish DAGs in this process, against
+the session's real broker, Spark and Delta, with an Airflow metadata database in a temporary
+AIRFLOW_HOME. The operator runs inline here (DELTASTATE_SPARK_DEPLOY=inline: the warm session Spark
+is the driver); the spark-submit path is exercised by tests/test_airflow_live.py. Each run's
+figures are read back from Airflow's XCom table and checked against the independent reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from reference import VALUE_FIELDS, expected
+from store_checks import STORE, generated, new_topic, produce
+
+from deltastate.config import PROJECT_ROOT
+from deltastate.query import Queries
+
+pytestmark = pytest.mark.integration
+
+# Airflow reads its configuration when first imported: point it at a throwaway home before that.
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="deltastate-dagtest-"))
+AIRFLOW_ENV = {"AIRFLOW_HOME": str(_AIRFLOW_HOME), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+               "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+               "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db"}
+
+
+@pytest.fixture(scope="module")
+def airflow_db() -> Path:
+    if "airflow" in sys.modules and os.environ.get("AIRFLOW_HOME") != str(_AIRFLOW_HOME):
+        pytest.fail("airflow was imported before this module could point it at a test AIRFLOW_HOME")
+    os.environ.update(AIRFLOW_ENV)
+    env = {**os.environ, **AIRFLOW_ENV}
+    proc = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return _AIRFLOW_HOME / "airflow.db"
+
+
+def _xcom(db: Path, dag_id: str, run_id: str, task_id: str) -> dict:
+    with sqlite3.connect(db) as con:
+        [(value,)] = con.execute("SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? "
+                                 "AND key = 'return_value'", (dag_id, run_id, task_id)).fetchall()
+    value = json.loads(value)
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _test(dag, conf: dict | None = None):
+    run = dag.test(run_conf=conf)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert str(run.state).endswith("success"), (dag.dag_id, states)
+    return run
+
+
+def test_run_compact_cleanup_publish_dags(airflow_db, make_settings, broker, spark, topic, monkeypatch):
+    settings = make_settings("dags")
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(2_500, 150, seed=41, tombstones=0.04), ref)
+    exp = expected(ref.records, settings.max_value_bytes)
+    for key, value in {"DELTASTATE_HOME": str(settings.home), "DELTASTATE_STORAGE": settings.storage_root,
+                       "KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+                       "DELTASTATE_SHUFFLE_PARTITIONS": str(settings.shuffle_partitions),
+                       "DELTASTATE_SPARK_DEPLOY": "inline"}.items():
+        monkeypatch.setenv(key, value)
+
+    from deltastate.orchestration.dags import maintenance_dag, publish_dag, run_dag
+    from deltastate.orchestration.options import load_options
+
+    opts = load_options()
+    run = _test(run_dag(settings, opts, STORE, None), {"topic": topic})
+    figures = _xcom(airflow_db, f"deltastate_run_{STORE}", run.run_id, "run_store")
+    assert (figures["records_in"], figures["applied"], figures["dead_lettered"]) == (
+        exp.records_in, exp.applied, exp.dead_lettered)
+    events = _xcom(airflow_db, f"deltastate_run_{STORE}", run.run_id, "check_events")
+    assert events["success"] is True and events["rows"] == exp.records_in - exp.tombstones
+
+    for action in ("compact", "cleanup"):
+        dag = maintenance_dag(opts, STORE, action, "0 3 * * *", None)
+        run = _test(dag, {"topic": topic})
+        figures = _xcom(airflow_db, dag.dag_id, run.run_id, f"{action}_store")
+        assert figures["store"] == STORE and figures["action"] == action and figures.get("read_version") is not None
+        if action == "compact":
+            assert figures["before"] is not None and figures["after"] is not None, figures
+
+    run = _test(publish_dag(None, settings))
+    figures = _xcom(airflow_db, "deltastate_publish", run.run_id, "publish_snapshot")
+    assert figures["success"] is True and figures["current_version"] == 1
+    assert figures["row_counts"][STORE] == len(exp.state)
+    with Queries(settings) as queries:
+        result = queries.all(STORE)
+    assert result.snapshot_version == 1
+    assert {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in result.rows} == exp.state
