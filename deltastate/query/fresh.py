@@ -75,7 +75,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
             cols = ", ".join(_column(c, table.column_names) for c in wanted)
             selects.append(f"SELECT {cols}, {version} AS _commit FROM _part{i}")
         epoch = "epoch DESC, " if "epoch" in wanted else ""
-        rows = con.execute(
+        rows = con.sql(
             f"SELECT * EXCLUDE (_rank, _commit) FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
             f"ORDER BY {epoch}batch_id DESC, _commit DESC) AS _rank FROM ({' UNION ALL BY NAME '.join(selects)})) "
             "WHERE _rank = 1").to_arrow_table()

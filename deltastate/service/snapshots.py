@@ -107,11 +107,12 @@ class SnapshotPool:
                                            "(parameter 'as_of_version')") from exc
 
     def version_as_of(self, when: datetime) -> int:
-        """The newest retained snapshot published at or before `when` (naive UTC)."""
+        """The newest retained snapshot published at or before `when` (naive UTC, millisecond
+        resolution like every time a read accepts: a publish within that millisecond counts)."""
         chosen = None
         for version, path in snapshot_files(self.settings).items():
             published = self._published_at(path)
-            if published is not None and published <= when:
+            if published is not None and published.replace(microsecond=published.microsecond // 1000 * 1000) <= when:
                 chosen = version
         if chosen is None:
             raise SnapshotNotRetainedError(f"no retained snapshot was published at or before {when.isoformat()}Z "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
@@ -20,6 +20,8 @@ from deltastate.service.freshness import Freshness, FreshnessTracker, check_max_
 from deltastate.service.metrics import ServiceMetrics
 from deltastate.service.options import ServiceOptions
 from deltastate.service.snapshots import SnapshotPool
+
+EPOCH = datetime(1970, 1, 1)  # naive UTC, like the snapshot's published_at
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,7 @@ class ServiceState:
             return options.as_of_version
         if options.as_of is not None:
             ms = parse_time(options.as_of, "as_of")
-            when = datetime.fromtimestamp(ms / 1000, tz=UTC).replace(tzinfo=None)
-            return self.pool.version_as_of(when)
+            return self.pool.version_as_of(EPOCH + timedelta(milliseconds=ms))
         return None
 
     @contextmanager
