@@ -43,20 +43,36 @@ class IngestFigures:
         ]
 
 
+def bench_records(store: str, events: int, keys: int, seed: int):
+    """The seeded workload of each reference store (windowed ones with a little disorder)."""
+    from deltastate.ingest import timed_workloads as tw
+    from deltastate.ingest.generators import leaderboard_records
+
+    if store == "player_stats":
+        return leaderboard_records(events, keys, seed)
+    if store == "trade_stats":
+        return tw.trade_records(events, keys, seed, tw.TimeShape(step_ms=2, disorder=0.05, disorder_ms=1_500))
+    if store == "pulse_counts":
+        return tw.pulse_records(events, keys, seed, tw.TimeShape(step_ms=5, disorder=0.05, disorder_ms=3_000),
+                                checkouts=0.001)
+    if store == "user_sessions":
+        return tw.click_records(events, keys, seed, tw.TimeShape(step_ms=100, disorder=0.05, disorder_ms=120_000))
+    raise ValueError(f"no bench workload for store {store!r}")
+
+
 def run_ingest_bench(settings: Settings, events: int, players: int, seed: int = 1,
-                     max_offsets_per_trigger: int | None = None) -> IngestFigures:
+                     max_offsets_per_trigger: int | None = None, store_name: str = "player_stats") -> IngestFigures:
     from deltastate.engine.runner import run_store
     from deltastate.infra.spark import get_spark
-    from deltastate.ingest.generators import leaderboard_records
     from deltastate.ingest.producer import ensure_topic, produce_records
     from deltastate.stores import load_store
 
     run_id = uuid.uuid4().hex[:8]
     bench_settings = dataclasses.replace(settings, storage_root=str(settings.home / "bench" / run_id))
-    store = load_store(settings, "player_stats")
+    store = load_store(settings, store_name)
     topic = f"bench-{store.name}-{run_id}"
     ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
-    produced = produce_records(settings.kafka_bootstrap, topic, leaderboard_records(events, players, seed))
+    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(store.name, events, players, seed))
     get_spark(bench_settings)  # session start-up is not part of the figure
     started = time.monotonic()
     result = run_store(bench_settings, store.name, once=True, topic=topic,

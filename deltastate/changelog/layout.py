@@ -20,6 +20,9 @@ KEY = "key"
 WINDOW_START = "window_start"
 WINDOW_END = "window_end"
 WINDOW_COLUMNS: tuple[tuple[str, str], ...] = ((WINDOW_START, "bigint"), (WINDOW_END, "bigint"))
+# How many events an entry of a window or session store aggregates: merging an entry with new events
+# needs it (avg = sum / events) whatever value fields the store declares.
+EVENTS = "events"
 OP = "op"
 OP_PUT = "put"
 OP_DELETE = "delete"
@@ -90,8 +93,10 @@ def store_key_columns(store: StoreDefinition) -> tuple[str, ...]:
 
 def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     """(name, spark SQL type) of the store's changelog, store key first."""
-    window = list(WINDOW_COLUMNS) if is_windowed(store) else []
-    return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields]
+    windowed = is_windowed(store)
+    window = list(WINDOW_COLUMNS) if windowed else []
+    events = [(EVENTS, "bigint")] if windowed else []
+    return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields] + events
             + list(BOOKKEEPING_COLUMNS))
 
 

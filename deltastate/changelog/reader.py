@@ -71,6 +71,22 @@ def _from_micros(us: int | None) -> datetime | None:
     return None if us is None else _EPOCH + timedelta(microseconds=int(us))
 
 
+def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
+    """Partition -> stream time (newest applied event time, ms) over every audited micro-batch."""
+    import json
+
+    from deltastate.changelog.layout import INTAKE
+
+    path = settings.table_path(store.name, INTAKE)
+    if not table_exists(spark, path):
+        return {}
+    times: dict[int, int] = {}
+    for row in spark.read.format("delta").load(path).where("stream_times is not null").select("stream_times").collect():
+        for partition, ms in json.loads(row["stream_times"]).items():
+            times[int(partition)] = max(times.get(int(partition), ms), ms)
+    return times
+
+
 def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition,
                  version: int | None = None) -> DataFrame:
     """The store's live state at a Delta version of its changelog (default: latest).
@@ -97,6 +113,6 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
 
 
 __all__ = [
-    "STATE_BOOKKEEPING", "changelog_version", "commit_time", "latest_commit", "latest_state", "state_columns",
+    "STATE_BOOKKEEPING", "changelog_version", "stream_times", "commit_time", "latest_commit", "latest_state", "state_columns",
     "table_exists",
 ]

@@ -20,6 +20,8 @@ from deltastate.changelog.layout import (
     changelog_columns,
 )
 from deltastate.config import Settings
+from deltastate.errors import StoreDefinitionError
+from deltastate.stores import compat
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -33,8 +35,10 @@ def _create(spark: SparkSession, path: str, columns, partition_by: str | None, c
 
 
 def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
-    _create(spark, settings.table_path(store.name, CHANGELOG), changelog_columns(store), SEGMENT,
-            f"deltastate changelog of store {store.name}")
+    """Creates the store's tables if missing; refuses a definition the existing ones contradict."""
+    changelog = settings.table_path(store.name, CHANGELOG)
+    _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}")
+    check_definition(spark, changelog, store)
     _create(spark, settings.table_path(store.name, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")
     _create(spark, settings.table_path(store.name, INTAKE), INTAKE_COLUMNS, None,
@@ -50,3 +54,22 @@ def append_once(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
 
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
+
+
+def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefinition) -> None:
+    """The changelog records the definition that wrote it (a table property); a run whose definition
+    changes what the state means is refused before its first batch, naming what changed."""
+    import json
+
+    properties = DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {}
+    recorded = properties.get(compat.PROPERTY)
+    if recorded is None:
+        encoded = compat.encode(store).replace("'", "\\'")
+        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES ('{compat.PROPERTY}' = '{encoded}')")
+        return
+    changes = compat.differences(json.loads(recorded), compat.fingerprint(store))
+    if changes:
+        raise StoreDefinitionError(
+            store.name, "the definition changed in a way its existing changelog and checkpoint cannot follow: "
+            + "; ".join(changes) + ". Restore the previous definition, or declare the new one as a new store "
+            "(a new name) and migrate to it")

@@ -14,10 +14,12 @@ def bench() -> None:
 
 @bench.command("ingest")
 @click.option("--events", default=2_000_000, show_default=True)
-@click.option("--players", default=100_000, show_default=True)
+@click.option("--players", "--keys", "players", default=100_000, show_default=True, help="Distinct keys.")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
-def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None) -> None:
+@click.option("--store", default="player_stats", show_default=True,
+              help="player_stats, trade_stats, pulse_counts or user_sessions.")
+def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None, store: str) -> None:
     """Events/s from Kafka to the committed changelog for a --once run over a backlog."""
     from deltastate.bench.ingest import run_ingest_bench
     from deltastate.infra.broker import LocalBroker
@@ -25,7 +27,7 @@ def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | 
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger)
+    figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger, store)
     for line in figures.lines():
         click.echo(line)
 

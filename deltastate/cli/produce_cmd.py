@@ -84,3 +84,78 @@ def leaderboard(ctx: click.Context, events: int, seed: int, tombstones: float, t
 
     _run_workload(ctx, "player_stats", topic, partitions, events,
                   lambda: leaderboard_records(events, players, seed, tombstones))
+
+
+def time_options(default_step_ms: int) -> Callable[[F], F]:
+    """Event-time shape shared by the windowed workloads (see deltastate.ingest.timed_workloads)."""
+    def wrap(func: F) -> F:
+        for option in reversed((
+            click.option("--keys", "-k", type=click.IntRange(min=1), default=100, show_default=True,
+                         help="Distinct keys (Zipf-like popularity)."),
+            click.option("--start", "start_ts", type=int, default=1_700_000_000_000, show_default=True,
+                         help="Event time of the first record, epoch ms."),
+            click.option("--step-ms", type=click.IntRange(min=0), default=default_step_ms, show_default=True,
+                         help="Mean event-time step between records."),
+            click.option("--out-of-order", "disorder", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0,
+                         show_default=True, help="Fraction of records moved back in time by up to --disorder-ms."),
+            click.option("--disorder-ms", type=click.IntRange(min=1), default=1_000, show_default=True),
+            click.option("--late", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+                         help="Fraction of records moved back by --late-ms..2x (beyond grace: late)."),
+            click.option("--late-ms", type=click.IntRange(min=1), default=60_000, show_default=True),
+        )):
+            func = option(func)
+        return func
+    return wrap
+
+
+def _shape(start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int):
+    from deltastate.ingest.timed_workloads import TimeShape
+
+    return TimeShape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
+
+
+@produce.command("trades")
+@workload_options
+@time_options(20)
+@click.pass_context
+@_reported
+def trades(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
+           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
+    """trade.v1 events for the trade_stats window store, keyed by symbol."""
+    from deltastate.ingest.timed_workloads import trade_records
+
+    shape = _shape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
+    _run_workload(ctx, "trade_stats", topic, partitions, events, lambda: trade_records(events, keys, seed, shape))
+
+
+@produce.command("pulses")
+@workload_options
+@time_options(100)
+@click.option("--checkouts", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+              help="Fraction of records that are checkouts (delete the patient's windows).")
+@click.pass_context
+@_reported
+def pulses(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
+           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int,
+           checkouts: float) -> None:
+    """pulse.v1 events (and checkouts) for the pulse_counts window store, keyed by patient_id."""
+    from deltastate.ingest.timed_workloads import pulse_records
+
+    shape = _shape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
+    _run_workload(ctx, "pulse_counts", topic, partitions, events,
+                  lambda: pulse_records(events, keys, seed, shape, checkouts, tombstones))
+
+
+@produce.command("clicks")
+@workload_options
+@time_options(2_000)
+@click.pass_context
+@_reported
+def clicks(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
+           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
+    """click.v1 events for the user_sessions session store, keyed by user_id."""
+    from deltastate.ingest.timed_workloads import click_records
+
+    shape = _shape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
+    _run_workload(ctx, "user_sessions", topic, partitions, events,
+                  lambda: click_records(events, keys, seed, shape, tombstones))

@@ -12,18 +12,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from deltastate.changelog.layout import is_windowed
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.fold import register_fold
 from deltastate.engine.lineage import Lineage, load_or_create
-from deltastate.engine.plan import changelog_stream, classified_stream, source_stream
+from deltastate.engine.plan import changelog_stream, classified_stream, seed_stream, source_stream
+from deltastate.engine.resume import ResumePlan, load_plan, save_plan, topic_partitions
 from deltastate.engine.writer import (
     BatchListener,
     BatchReport,
     changelog_writer,
     intake_writer,
 )
+from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
+from deltastate.maintenance.checkpoint import any_query_started, verify_checkpoint
+from deltastate.orchestration.lock import claim_checkpoint
 from deltastate.stores import load_store
 
 
@@ -43,11 +48,22 @@ class RunResult:
 def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger: str = "1 second",
               topic: str | None = None, max_offsets_per_trigger: int | None = None,
               listener: BatchListener | None = None, stop_after: float | None = None,
-              stop_event: threading.Event | None = None) -> RunResult:
+              stop_event: threading.Event | None = None, resume: ResumePlan | None = None) -> RunResult:
+    """resume: where a new checkpoint starts (deltastate restore saves one beside the checkpoint it
+    creates, and every later run of that checkpoint reads it back)."""
+    claim_checkpoint(settings, store_name)  # one writer per checkpoint: held while this process lives
     store = load_store(settings, store_name)
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)
+    verify_checkpoint(spark, settings, store)
     lineage = load_or_create(spark, settings, store)
+    resume = _resume_plan(lineage, resume)
+    if is_windowed(store):  # window and session stores: one query, their state lives in the changelog
+        from deltastate.engine.windowed_runner import run_windowed
+
+        return run_windowed(spark, settings, store, lineage, once=once, trigger=trigger, topic=topic,
+                            max_offsets_per_trigger=max_offsets_per_trigger, listener=listener,
+                            stop_after=stop_after, stop_event=stop_event, resume=resume)
     fold = register_fold(spark, store)
     result = RunResult(store=store_name, lineage=lineage, seconds=0.0)
     lock = threading.Lock()
@@ -64,8 +80,19 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         if listener:
             listener(report)
 
-    source = source_stream(spark, settings, topic or store.source.topic, max_offsets_per_trigger)
-    classified = classified_stream(source, settings, store)
+    topic = topic or store.source.topic
+    if resume is None:
+        intake_in = changelog_in = classified_stream(
+            source_stream(spark, settings, topic, max_offsets_per_trigger), settings, store)
+        seed = None
+    else:  # the two queries resume after what their own tables record
+        partitions = topic_partitions(settings.kafka_bootstrap, topic)
+        intake_in, changelog_in = (
+            classified_stream(source_stream(spark, settings, topic, max_offsets_per_trigger, offsets),
+                              settings, store)
+            for offsets in (resume.audit_starting_offsets(topic, partitions),
+                            resume.kafka_starting_offsets(topic, partitions)))
+        seed = seed_stream(spark, resume.seed_path) if resume.seed_path else None
 
     def start(df, name: str, writer: Callable, mode: str):
         w = (df.writeStream.queryName(f"{store_name}-{name}")
@@ -76,8 +103,8 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
 
     started = time.monotonic()
     queries = [
-        start(classified, "intake", intake_writer(settings, store, lineage, on_batch), "append"),
-        start(changelog_stream(classified, store, fold), "changelog",
+        start(intake_in, "intake", intake_writer(settings, store, lineage, on_batch), "append"),
+        start(changelog_stream(changelog_in, store, fold, seed), "changelog",
               changelog_writer(settings, store, fold, lineage, on_batch), "update"),
     ]
     try:
@@ -96,6 +123,25 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         result.progress[q.name] = [dict(p) if not isinstance(p, dict) else p for p in q.recentProgress]
     result.seconds = time.monotonic() - started
     return result
+
+
+def _resume_plan(lineage: Lineage, given: ResumePlan | None) -> ResumePlan | None:
+    """The checkpoint's saved plan wins (its queries were built from it); a plan given for a
+    checkpoint whose queries have not started yet is saved so that later runs rebuild the same plan."""
+    saved = load_plan(lineage.checkpoint)
+    if saved is not None:
+        if given is not None and given != saved:
+            raise CheckpointMismatchError(
+                f"store {lineage.store!r}: checkpoint {lineage.checkpoint} was restored with another resume "
+                "plan than the one given; run without one, or `deltastate restore` again")
+        return saved
+    if given is not None:
+        if any_query_started(lineage.checkpoint):
+            raise CheckpointMismatchError(
+                f"store {lineage.store!r}: checkpoint {lineage.checkpoint} already started without a resume "
+                f"plan; a plan applies only to a new checkpoint (`deltastate restore {lineage.store}`)")
+        save_plan(lineage.checkpoint, given)
+    return given
 
 
 def _wait_continuous(queries, stop_after: float | None, stop_event: threading.Event | None) -> None:

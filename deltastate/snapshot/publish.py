@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import CHANGELOG, KEY
-from deltastate.changelog.reader import latest_commit, latest_state
+from deltastate.changelog.layout import CHANGELOG, KEY, WINDOW_COLUMNS, WINDOW_END, is_windowed, store_key_columns
+from deltastate.changelog.reader import latest_commit, latest_state, stream_times
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import (
@@ -67,12 +67,29 @@ def quote(identifier: str) -> str:
 def table_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     """(name, DuckDB type) of the store's snapshot table, key first."""
     values = [(f.name, DUCKDB_TYPES[f.type]) for f in store.value_fields]
-    return [(KEY, "VARCHAR"), *values, *PROVENANCE]
+    window = [(name, "BIGINT") for name, _ in WINDOW_COLUMNS] if is_windowed(store) else []
+    return [(KEY, "VARCHAR"), *window, *values, *PROVENANCE]
 
 
 def table_ddl(store: StoreDefinition) -> str:
-    cols = [f"{quote(KEY)} VARCHAR PRIMARY KEY"] + [f"{quote(n)} {t}" for n, t in table_columns(store)[1:]]
-    return f"CREATE TABLE {quote(store.name)} ({', '.join(cols)})"
+    """Primary key: the store key (key, plus the window or session bounds where the store has them)."""
+    cols = [f"{quote(n)} {t}" for n, t in table_columns(store)]
+    pk = ", ".join(quote(c) for c in store_key_columns(store))
+    return f"CREATE TABLE {quote(store.name)} ({', '.join(cols)}, PRIMARY KEY ({pk}))"
+
+
+def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, state):
+    """Window and session entries whose end is older than the partition's stream time - retention
+    have left the store (Kafka Streams drops their segments); cleanup writes their tombstones."""
+    from pyspark.sql import functions as F
+
+    spec = store.window or store.session
+    times = stream_times(spark, settings, store)
+    if spec is None or not times:
+        return state
+    pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(ms - spec.retention_ms))]
+    horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
+    return state.where(horizon.isNull() | (F.col(WINDOW_END) > horizon))
 
 
 @contextmanager
@@ -102,7 +119,7 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
     if version is not None:
         # Pinned: the stream may commit meanwhile; the recorded version must match the rows loaded.
         names = [n for n, _ in table_columns(store)]
-        arrow = latest_state(spark, settings, store, version).select(*names).toArrow()
+        arrow = _retained(spark, settings, store, latest_state(spark, settings, store, version)).select(*names).toArrow()
         con.register("_incoming", arrow)
         try:
             cols = ", ".join(quote(n) for n in names)

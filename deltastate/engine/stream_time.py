@@ -1,0 +1,61 @@
+"""Stream time, as Kafka Streams keeps it: per source partition, the largest event time seen so far,
+advanced record by record in offset order.
+
+Between micro-batches it lives in the intake audit table (each batch's newest event time per
+partition); within a batch it is a running max over the partition's records ordered by offset, a
+window function (allowed here because foreachBatch hands us a static DataFrame).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.tables import table_exists
+from deltastate.config import Settings
+from deltastate.engine.lineage import Lineage
+from deltastate.stores.definition import StoreDefinition
+
+STREAM_TIME = "stream_time"
+
+
+def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                      before_batch: int) -> dict[int, int]:
+    """Partition -> stream time after every batch committed before `before_batch` of this lineage
+    (and every batch of earlier lineages). A replayed batch must see the stream time it first saw."""
+    path = settings.table_path(store.name, INTAKE)
+    if not table_exists(spark, path):
+        return {}
+    rows = (spark.read.format("delta").load(path)
+            .where(~((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") >= before_batch)))
+            .where(F.col("stream_times").isNotNull())
+            .select("stream_times").collect())
+    times: dict[int, int] = {}
+    for row in rows:
+        for partition, ms in json.loads(row["stream_times"]).items():
+            times[int(partition)] = max(times.get(int(partition), ms), ms)
+    return times
+
+
+def _lookup(prev: dict[int, int], partition: Column) -> Column:
+    if not prev:
+        return F.lit(None).cast("bigint")
+    pairs = [item for p, ms in sorted(prev.items()) for item in (F.lit(p), F.lit(ms).cast("bigint"))]
+    return F.element_at(F.create_map(*pairs), partition.cast("int"))
+
+
+def with_stream_time(events: DataFrame, prev: dict[int, int], ts: str) -> DataFrame:
+    """Adds `stream_time`: max(stream time before the batch, event times of the partition's events
+    up to and including this one)."""
+    running = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
+    return events.withColumn(STREAM_TIME, F.greatest(F.max(ts).over(running), _lookup(prev, F.col("partition"))))
+
+
+def advance(prev: dict[int, int], batch_max: dict[int, int]) -> dict[int, int]:
+    out = dict(prev)
+    for p, ms in batch_max.items():
+        out[p] = max(out.get(p, ms), ms)
+    return out

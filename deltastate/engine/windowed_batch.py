@@ -1,0 +1,187 @@
+"""foreachBatch body of a window or session store: one micro-batch in, exactly-once Delta appends out.
+
+Order of appends: changelog, dead letters, audit row; each is an idempotent Delta write keyed by the
+lineage and the batch id, and the state and stream times a batch reads exclude anything written by
+an earlier attempt of the same batch, so a replay computes, and skips, exactly what it first wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from deltastate.changelog import layout
+from deltastate.changelog.tables import append_once
+from deltastate.config import Settings
+from deltastate.engine import sessions as session_merge
+from deltastate.engine.lineage import Lineage
+from deltastate.engine.stream_time import STREAM_TIME, advance, load_stream_times, with_stream_time
+from deltastate.engine.windowed_state import live_entries
+from deltastate.engine.windows import add_windows, late_events, window_changes, window_contributions
+from deltastate.engine.writer import BatchListener, BatchReport
+from deltastate.stores.definition import StoreDefinition
+
+LATE = "late"
+
+
+@dataclass
+class _Clock:
+    """Stream times carried from one batch to the next (reloaded from the audit after a restart)."""
+
+    next_batch: int | None = None
+    times: dict[int, int] = field(default_factory=dict)
+
+
+def _is_delete(store: StoreDefinition):
+    rule = store.tombstone_rule
+    cond = F.col("is_tombstone") if rule.null_value else F.lit(False)
+    if rule.field:
+        cond = cond | F.coalesce(F.col(rule.field) == F.lit(rule.equals), F.lit(False))
+    return cond
+
+
+def _changelog_rows(puts: DataFrame, deletes: DataFrame, store: StoreDefinition, lineage: Lineage,
+                    batch_id: int) -> DataFrame:
+    values = [F.col(f.name).cast(f.spark_type) for f in store.value_fields]
+    put_rows = puts.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
+                           F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
+                           F.lit(layout.OP_PUT).alias(layout.OP), "source_partition", "source_offset", "event_ms")
+    delete_rows = deletes.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                                 *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
+                                 F.lit(None).cast("bigint").alias(layout.EVENTS),
+                                 F.lit(layout.OP_DELETE).alias(layout.OP), "source_partition", "source_offset",
+                                 F.lit(None).cast("bigint").alias("event_ms"))
+    rows = put_rows.unionByName(delete_rows)
+    return rows.select(
+        layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
+        F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS, layout.OP,
+        F.lit(store.value_version).cast("int").alias("value_version"),
+        F.col("source_partition").cast("int").alias("source_partition"),
+        F.col("source_offset").cast("bigint").alias("source_offset"),
+        F.lit(lineage.epoch).cast("int").alias("epoch"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.lit(lineage.lineage_id).alias("query_id"),
+        F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))).alias("event_time"),
+        F.current_timestamp().alias("write_time"),
+        F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
+    )
+
+
+def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
+    delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
+                                                    F.max("partition").alias("delete_partition"))
+    windowed = add_windows(events, store).persist()
+    late = late_events(windowed).select("partition", "offset")
+    contributions = window_contributions(windowed.where(F.size("windows") > 0), store, delete_offsets)
+    touched = windowed.select("key_str").unionByName(deletes.select("key_str"))
+    state = live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+    deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
+    puts, removed = window_changes(contributions, state, deleted_keys.select(layout.KEY), store)
+    removed = (removed.join(deleted_keys, layout.KEY)
+               .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                       F.col("delete_partition").alias("source_partition"),
+                       F.col("delete_offset").alias("source_offset")))
+    return puts, removed, late, [windowed]
+
+
+def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
+    fields = sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
+    records = events.select(
+        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
+        F.col(store.event_time_field).alias("ts"), STREAM_TIME, F.lit(False).alias("is_delete"),
+        *[F.col(f) for f in fields if f != "ts"])
+    delete_records = deletes.select(
+        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
+        F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
+        F.lit(True).alias("is_delete"))
+    touched = events.select("key_str").unionByName(deletes.select("key_str"))
+    state = (live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+             .withColumn("kind", F.lit(session_merge.STATE)))
+    merged_input = (state.unionByName(records, allowMissingColumns=True)
+                    .unionByName(delete_records, allowMissingColumns=True))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
+           .mapInArrow(lambda batches: session_merge.merge_partition(store, batches),
+                       session_merge.output_schema(store))).persist()
+    puts = out.where(F.col("kind") == "put")
+    removed = out.where(F.col("kind") == "delete")
+    late = out.where(F.col("kind") == "late").select(F.col("source_partition").alias("partition"),
+                                                     F.col("source_offset").alias("offset"))
+    return puts, removed, late, [out]
+
+
+def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
+                    listener: BatchListener | None = None):
+    clock = _Clock()
+    retention = (store.window or store.session).retention_ms  # type: ignore[union-attr]
+    paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
+    dead_columns = [name for name, _ in layout.DEADLETTER_COLUMNS]
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        spark = batch.sparkSession
+        if clock.next_batch != batch_id:
+            clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
+        b = batch.persist()
+        cached = [b]
+        try:
+            valid = F.col("reason").isNull()
+            deleting = _is_delete(store)
+            events = with_stream_time(b.where(valid & ~deleting), clock.times, store.event_time_field)
+            deletes = b.where(valid & deleting)
+            horizon = min(clock.times.values()) - retention if clock.times else None
+            step = _session_batch if store.session else _window_batch
+            puts, removed, late, more = step(spark, settings, store, lineage, batch_id, events, deletes, horizon)
+            cached += more
+            rows = _changelog_rows(puts, removed, store, lineage, batch_id).persist()
+            cached.append(rows)
+            by_op = {r[layout.OP]: int(r["count"]) for r in rows.groupBy(layout.OP).count().collect()}
+            if by_op:
+                append_once(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
+            late_rows = b.join(late.withColumn("_late", F.lit(True)), ["partition", "offset"], "left")
+            per_partition = late_rows.groupBy("partition").agg(
+                F.count(F.lit(1)).alias("records_in"),
+                F.count_if(valid & F.col("_late").isNull()).alias("applied"),
+                F.count_if(~valid | F.col("_late").isNotNull()).alias("dead_lettered"),
+                F.count_if(F.col("_late").isNotNull()).alias("late"),
+                F.count_if(valid & deleting).alias("tombstones"),
+                F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+                F.max(F.when(valid & ~deleting, F.col(store.event_time_field))).alias("batch_max"),
+            ).collect()
+            if not per_partition:
+                return
+            totals = {k: sum(int(r[k]) for r in per_partition)
+                      for k in ("records_in", "applied", "dead_lettered", "late", "tombstones")}
+            if totals["dead_lettered"]:
+                dead = (late_rows.where(~valid | F.col("_late").isNotNull())
+                        .withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
+                        .withColumn("partition", F.col("partition").cast("int"))
+                        .withColumn("value_size", F.col("value_size").cast("int"))
+                        .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                        .withColumn("query_id", F.lit(lineage.lineage_id))
+                        .withColumn("write_time", F.current_timestamp())
+                        .select(*dead_columns))
+                append_once(dead, paths[layout.DEADLETTER], lineage.app_id(layout.DEADLETTER), batch_id)
+            batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
+            new_times = advance(clock.times, batch_max)
+            ordered = sorted(per_partition, key=lambda r: r["partition"])
+            audit = spark.createDataFrame(
+                [(lineage.lineage_id, batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
+                  totals["tombstones"], json.dumps({str(r["partition"]): [int(r["lo"]), int(r["hi"])] for r in ordered}),
+                  totals["late"], json.dumps({str(p): ms for p, ms in sorted(batch_max.items())}))],
+                "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
+                "tombstones bigint, offsets string, late bigint, stream_times string",
+            ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
+            append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id)
+            clock.times, clock.next_batch = new_times, batch_id + 1
+        finally:
+            for df in cached:
+                df.unpersist()
+        if listener:
+            listener(BatchReport("intake", batch_id, totals["records_in"],
+                                 {k: totals[k] for k in ("applied", "dead_lettered", "late", "tombstones")}))
+            listener(BatchReport("changelog", batch_id, sum(by_op.values()), by_op))
+
+    return write

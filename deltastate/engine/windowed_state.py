@@ -1,0 +1,45 @@
+"""The live entries of a window or session store, read back from its changelog for one micro-batch.
+
+Window and session stores keep their state in the changelog table itself: an entry can only change
+while its window is open (or, for sessions, while an event can still merge into it), so a batch
+needs the latest row of the store keys it touches within the retention horizon, and Delta's file
+statistics on window_end skip the rest of the history.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import (
+    CHANGELOG,
+    EVENTS,
+    OP,
+    OP_DELETE,
+    ORDER_COLUMNS,
+    WINDOW_END,
+    store_key_columns,
+)
+from deltastate.config import Settings
+from deltastate.engine.lineage import Lineage
+from deltastate.stores.definition import StoreDefinition
+
+
+def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                 batch_id: int, keys: DataFrame, horizon_ms: int | None) -> DataFrame:
+    """Latest put per (key, window) for the keys in `keys` (column key_str) whose window ends after
+    horizon_ms. Rows an earlier attempt of this very batch (or a later one) wrote are ignored, so a
+    replayed batch computes exactly what its first attempt did."""
+    changelog = spark.read.format("delta").load(settings.table_path(store.name, CHANGELOG))
+    earlier = ~((F.col("epoch") == F.lit(lineage.epoch)) & (F.col("batch_id") >= F.lit(batch_id)))
+    rows = changelog.where(earlier)
+    if horizon_ms is not None:
+        rows = rows.where(F.col(WINDOW_END) > F.lit(horizon_ms))
+    rows = rows.join(F.broadcast(keys.select(F.col("key_str").alias("key")).distinct()), "key", "left_semi")
+    carried = [OP, *store.value_columns, EVENTS, "source_partition", "source_offset"]
+    order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
+    keys_cols = store_key_columns(store)
+    latest = (rows.groupBy(*keys_cols)
+              .agg(F.max_by(F.struct(*[F.col(c) for c in carried]), order).alias("_l"))
+              .select(*keys_cols, "_l.*"))
+    return latest.where(F.col(OP) != F.lit(OP_DELETE)).drop(OP)

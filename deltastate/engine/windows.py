@@ -1,0 +1,107 @@
+"""One micro-batch of a window store, in batch SQL: which windows each event falls in, which of them
+are still open, and the changed windows merged with the store's state.
+
+Kafka Streams' rules (TimeWindows): windows are aligned to the epoch, [start, start + size), a new
+one every `advance`; an event belongs to every window containing its time. A window is open while
+stream time < end + grace; an event none of whose windows is open is late. A delete (null value, or
+the store's tombstone field) removes every window of the key that exists at that offset.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import EVENTS, KEY, WINDOW_END, WINDOW_START
+from deltastate.engine.stream_time import STREAM_TIME
+from deltastate.stores.definition import Aggregation, StoreDefinition, WindowSpec
+
+
+def open_windows(ts: Column, stream_time: Column, w: WindowSpec) -> Column:
+    """Array of the starts of the windows containing ts that are still open at stream_time."""
+    size, adv, grace = F.lit(w.size_ms), F.lit(w.advance_ms), F.lit(w.grace_ms)
+    first = F.floor(F.greatest(F.lit(0), ts - size + adv) / adv) * adv
+    last = F.floor(ts / adv) * adv
+    starts = F.sequence(first.cast("bigint"), last.cast("bigint"), adv.cast("bigint"))
+    return F.filter(starts, lambda s: s + size + grace > stream_time)
+
+
+def _partial(a: Aggregation) -> list[Column]:
+    """Batch partial(s) of one aggregation over a (key, window) group of events."""
+    col = None if a.source_field is None else F.col(a.source_field)
+    if a.op == "count":
+        return [F.count(F.lit(1)).alias(f"p_{a.target}")]
+    if a.op in ("sum", "avg"):
+        return [F.sum(col).alias(f"p_{a.target}")]
+    if a.op == "min":
+        return [F.min(col).alias(f"p_{a.target}")]
+    if a.op == "max":
+        return [F.max(col).alias(f"p_{a.target}")]
+    if a.op == "last":
+        return [F.max_by(col, F.col("offset")).alias(f"p_{a.target}")]
+    raise ValueError(f"unsupported op {a.op!r}")
+
+
+def merged_value(a: Aggregation, old: str, new: str, old_events: Column, new_events: Column) -> Column:
+    """Value of one aggregation after adding a batch partial (new) to the state's value (old, may be
+    null when the window is new). Keys are partition-local, so a batch's events all come after the
+    state's: `last` takes the batch's."""
+    o, n = F.col(old), F.col(new)
+    if a.op in ("count", "sum"):
+        return F.coalesce(o, F.lit(0)) + n
+    if a.op == "min":
+        return F.least(o, n)
+    if a.op == "max":
+        return F.greatest(o, n)
+    if a.op == "last":
+        return n
+    if a.op == "avg":
+        total = F.coalesce(o * old_events, F.lit(0.0)) + n
+        return total / (F.coalesce(old_events, F.lit(0)) + new_events)
+    raise ValueError(f"unsupported op {a.op!r}")
+
+
+def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame) -> DataFrame:
+    """(event x open window) rows that survive the key's last delete in the batch; `events` carries
+    the `windows` array from open_windows()."""
+    w = store.window
+    assert w is not None
+    exploded = events.select("*", F.explode("windows").alias(WINDOW_START))
+    surviving = (exploded.join(delete_offsets, "key_str", "left")
+                 .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
+    return surviving.withColumn(WINDOW_END, F.col(WINDOW_START) + F.lit(w.size_ms))
+
+
+def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: DataFrame,
+                   store: StoreDefinition) -> tuple[DataFrame, DataFrame]:
+    """(puts, deletes) of the batch. puts: key, window bounds, value columns, events, source
+    partition/offset, event_ms. deletes: key, window bounds of state entries the batch's deletes
+    removed and no later event re-created."""
+    partials = contributions.groupBy(F.col("key_str").alias(KEY), WINDOW_START, WINDOW_END).agg(
+        *[p for a in store.aggregations for p in _partial(a)],
+        F.count(F.lit(1)).alias("p_events"),
+        F.max("partition").alias("source_partition"),
+        F.max("offset").alias("source_offset"),
+        F.max(store.event_time_field).alias("event_ms"),
+    )
+    alive = state.join(deleted_keys, KEY, "left_anti")
+    old = alive.select(KEY, WINDOW_START, WINDOW_END, *[F.col(a.target).alias(f"o_{a.target}") for a in store.aggregations],
+                       F.col(EVENTS).alias("o_events"))
+    joined = partials.join(old, [KEY, WINDOW_START, WINDOW_END], "left")
+    values = [merged_value(a, f"o_{a.target}", f"p_{a.target}", F.col("o_events"), F.col("p_events"))
+              .cast(store.value_field(a.target).spark_type).alias(a.target) for a in store.aggregations]
+    puts = joined.select(KEY, WINDOW_START, WINDOW_END, *values,
+                         (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
+                         "source_partition", "source_offset", "event_ms")
+    removed = (state.join(deleted_keys, KEY, "left_semi")
+               .join(partials.select(KEY, WINDOW_START, WINDOW_END), [KEY, WINDOW_START, WINDOW_END], "left_anti"))
+    return puts, removed.select(KEY, WINDOW_START, WINDOW_END)
+
+
+def late_events(events: DataFrame) -> DataFrame:
+    return events.where(F.size("windows") == 0)
+
+
+def add_windows(events: DataFrame, store: StoreDefinition) -> DataFrame:
+    assert store.window is not None
+    return events.withColumn("windows", open_windows(F.col(store.event_time_field), F.col(STREAM_TIME), store.window))
