@@ -117,8 +117,10 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     after = table_figures(spark, path)
     ratio_after = None
     if report.skipped is None:
-        superseded_after, _ = _superseded(spark, store, path, after.version)
-        ratio_after = dirty_ratio(superseded_after, after.records)
+        # Of the rewritten version (appends the stream made meanwhile are not counted): a dropped
+        # record that was not its key's latest was superseded; the dropped latest ones are tombstones.
+        left = report.before.records - report.records_dropped
+        ratio_after = dirty_ratio(report.superseded - (report.records_dropped - report.tombstones_dropped), left)
     return CompactionReport(
         **{**report.to_dict(), "before": report.before, "after": after, "dirty_ratio_after": ratio_after,
            "files_optimized": optimized, "vacuum_retention_hours": retention, "files_vacuumed": vacuumed,
@@ -186,14 +188,6 @@ def _flag(table: DataFrame, store: StoreDefinition, cleanable: list[int], tombst
                      & F.col("_all_cleanable"))
     keep = ~F.col("_in_cleanable") | (F.col("_is_latest") & ~old_tombstone)
     return flagged.withColumn("_keep", keep)
-
-
-def _superseded(spark: SparkSession, store: StoreDefinition, path: str, version: int) -> tuple[int, int]:
-    from pyspark.sql import functions as F
-
-    table = spark.read.format("delta").option("versionAsOf", version).load(path)
-    row = _flag(table, store, [], 0).agg(F.count_if(~F.col("_is_latest")).alias("s"), F.count(F.lit(1)).alias("t")).first()
-    return int(row["s"]), int(row["t"])
 
 
 def _newest_segment(spark: SparkSession, path: str, version: int) -> int:
