@@ -1,6 +1,11 @@
-"""16 reader threads hammer the REST service (real uvicorn, real HTTP) while snapshots are published
-one after another (real Spark appends to the Delta changelog, real publish_snapshot): zero errors,
-and every answer is consistent with exactly one snapshot version, namely the one it names.
+"""16 reader threads hammer the REST service (real uvicorn, real HTTP) while a new snapshot file is
+published every second: zero errors, and every answer is consistent with exactly one snapshot
+version, namely the one it names; afterwards retention removes every file beyond the kept ones.
+
+The snapshots are written straight into DuckDB through the snapshot catalog (temp file, rename,
+CURRENT swap, keep-K retention: the publisher's own steps) rather than by Spark, whose publish takes
+several seconds on this 2-core machine; the Spark publish path and its pick-up by a running service
+are covered by test_service_contract.py.
 
 Each publish changes the store in a way only that version shows: the key `tick` has games = i for
 the i-th publish and `mover-<i>` appears. So an answer that mixed two versions, or was served from
@@ -13,7 +18,7 @@ import dataclasses
 import random
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -21,47 +26,35 @@ import pytest
 import uvicorn
 from local_infra import free_port, make_home
 
-from deltastate.changelog.layout import CHANGELOG, changelog_columns, ddl, segment_of
 from deltastate.config import Settings
+from deltastate.query.synthetic import SyntheticStore, write_snapshot
 from deltastate.service import create_app
-from deltastate.snapshot import publish_snapshot
 from deltastate.snapshot.catalog import snapshot_files
 from deltastate.stores import load_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 STORE = "player_stats"
 READERS = 16
 BASE_KEYS = 150
 
 
-def change(key: str, batch: int, games: int, op: str = "put") -> dict[str, Any]:
-    put = op == "put"
-    return {"key": key, "op": op, "games": games if put else None, "total_score": 10 * games if put else None,
-            "best_score": games if put else None, "last_played": games if put else None, "value_version": 1,
-            "source_partition": 0, "source_offset": batch, "epoch": 0, "batch_id": batch, "query_id": "race",
-            "segment": segment_of(0, batch), "event_time": datetime(2026, 1, 1, tzinfo=UTC),
-            "write_time": datetime.now(UTC)}
+def publish(settings: Settings, state: dict[str, int]) -> int:
+    """A snapshot of `state` (key -> games; the other values derive from games); returns its version."""
+    import pyarrow as pa
 
+    keys = sorted(state)
+    games = [state[k] for k in keys]
+    stamp = [datetime(2026, 1, 1)] * len(keys)
+    rows = pa.table({"key": keys, "games": games, "total_score": [10 * g for g in games], "best_score": games,
+                     "last_played": games, "source_partition": pa.array([0] * len(keys), pa.int32()),
+                     "source_offset": list(range(len(keys))), "batch_id": [0] * len(keys),
+                     "event_time": stamp, "write_time": stamp})
 
-class Changelog:
-    """Appends micro-batches to the store's Delta changelog and keeps the resulting state in Python."""
+    def fill(con) -> None:
+        con.register("_rows", rows)
+        con.execute(f"INSERT INTO {STORE} SELECT * FROM _rows")
 
-    def __init__(self, spark, settings: Settings) -> None:
-        store = load_store(settings, STORE)
-        self.spark, self.path = spark, settings.table_path(STORE, CHANGELOG)
-        self.schema, self.columns = ddl(changelog_columns(store)), [n for n, _ in changelog_columns(store)]
-        self.state: dict[str, int] = {}  # key -> games
-        self.batch = 0
-
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        frame = self.spark.createDataFrame([tuple(r[c] for c in self.columns) for r in rows], self.schema)
-        frame.write.format("delta").mode("append").partitionBy("segment").save(self.path)
-        for r in rows:
-            if r["op"] == "put":
-                self.state[r["key"]] = r["games"]
-            else:
-                self.state.pop(r["key"], None)
-        self.batch += 1
+    return write_snapshot(settings, [SyntheticStore(load_store(settings, STORE), fill)]).version
 
 
 def expected_view(state: dict[str, int]) -> dict[str, Any]:
@@ -111,10 +104,9 @@ def reader(base: str, seed: int, stop: threading.Event, answers: list, errors: l
                 errors.append((kind, repr(exc)))
 
 
-def run_race(spark, settings: Settings, seconds: float) -> None:
-    log = Changelog(spark, settings)
-    log.append([change(f"base-{i:04d}", 0, 1 + i % 97) for i in range(BASE_KEYS)] + [change("tick", 0, 0)])
-    views = {publish_snapshot(spark, settings).version: expected_view(log.state)}
+def run_race(settings: Settings, seconds: float) -> None:
+    state = {f"base-{i:04d}": 1 + i % 97 for i in range(BASE_KEYS)} | {"tick": 0}
+    views = {publish(settings, state): expected_view(state)}
     server, thread, base = start_server(settings)
     stop, answers, errors = threading.Event(), [], []
     readers = [threading.Thread(target=reader, args=(base, i, stop, answers, errors)) for i in range(READERS)]
@@ -125,11 +117,10 @@ def run_race(spark, settings: Settings, seconds: float) -> None:
         while time.monotonic() - started < seconds:
             began = time.monotonic()
             tick += 1
-            rows = [change("tick", log.batch, tick), change(f"mover-{tick:04d}", log.batch, 500 + tick)]
-            if tick > 1:
-                rows.append(change(f"mover-{tick - 1:04d}", log.batch, 0, op="delete"))
-            log.append(rows)
-            views[publish_snapshot(spark, settings).version] = expected_view(log.state)
+            state["tick"] = tick
+            state[f"mover-{tick:04d}"] = 500 + tick
+            state.pop(f"mover-{tick - 1:04d}", None)
+            views[publish(settings, state)] = expected_view(state)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - began)))  # at most one publish a second
     finally:
         stop.set()
@@ -139,8 +130,11 @@ def run_race(spark, settings: Settings, seconds: float) -> None:
         thread.join(60)
     assert not errors, f"{len(errors)} errors, first: {errors[:3]}"
     seen = {v for _, v, _ in answers}
-    print(f"\n{len(answers)} answers in {seconds:.0f}s from {len(seen)} snapshot versions; {len(views)} published")
-    assert len(views) >= 3 and len(seen) >= 2, (len(views), seen)
+    print(f"\n{len(answers)} answers in {seconds:.0f}s from {len(seen)} snapshot versions; "
+          f"{len(views)} published ({(len(views) - 1) / seconds:.2f}/s)")
+    # A publish a second is the aim; on a loaded 2-core machine fewer happen. Either way readers
+    # must have crossed several swaps for the check below to mean anything.
+    assert len(views) >= 3 and len(seen) >= 3, (len(views), sorted(seen))
     for kind, version, body in answers:
         want = views[version]
         if kind == "tick":
@@ -152,9 +146,9 @@ def run_race(spark, settings: Settings, seconds: float) -> None:
         elif kind == "sql":
             assert body["rows"] == [{"n": want["count"]}], version
         else:
-            assert body["value"]["games"] == log.state[body["key"]]  # base keys never change
+            assert body["value"]["games"] == state[body["key"]]  # base keys never change
     # Readers are gone: the next publish's retention removes every file beyond the kept versions.
-    publish_snapshot(spark, settings)
+    publish(settings, state)
     assert len(snapshot_files(settings)) == settings.snapshot_keep
 
 
@@ -164,10 +158,10 @@ def race_settings(session_settings: Settings, tmp_path) -> Settings:
     return dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"), snapshot_keep=2)
 
 
-def test_readers_during_publishes(spark, race_settings: Settings) -> None:
-    run_race(spark, race_settings, seconds=20)
+def test_readers_during_publishes(race_settings: Settings) -> None:
+    run_race(race_settings, seconds=20)
 
 
 @pytest.mark.soak
-def test_readers_during_publishes_soak(spark, race_settings: Settings) -> None:
-    run_race(spark, race_settings, seconds=60)
+def test_readers_during_publishes_soak(race_settings: Settings) -> None:
+    run_race(race_settings, seconds=60)
