@@ -43,7 +43,7 @@ class SoakOptions:
     trigger: str = "1s"
     partitions: int = 4
     store: str = "player_stats"
-    moment_timeout: float = 120.0
+    moment_timeout: float = 300.0  # a guard only: a JVM start on a loaded 2-core machine takes minutes
 
 
 @dataclass(frozen=True)

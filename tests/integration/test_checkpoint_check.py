@@ -22,7 +22,7 @@ from deltastate.engine.runner import run_store
 from deltastate.errors import CheckpointMismatchError
 from deltastate.maintenance.restore import restore_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def _refused(settings, topic: str, why: str) -> None:
@@ -52,7 +52,7 @@ def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, 
 
     # A checkpoint older than the changelog's last batch of its own lineage (a stale copy put back).
     _swap(checkpoint, tmp_path / "after-batch-0")
-    _refused(settings, topic, "older than the changelog table")
+    _refused(settings, topic, "is older than the (intake|changelog) table")
     # A query checkpoint without its metadata file.
     _swap(checkpoint, tmp_path / "good")
     (checkpoint / "changelog" / "metadata").unlink()
@@ -61,18 +61,11 @@ def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, 
     _swap(checkpoint, tmp_path / "good")
     shutil.rmtree(checkpoint / "changelog" / "state")
     _refused(settings, topic, "state folder")
-    # The good checkpoint still runs: the check passes where nothing disagrees.
-    _swap(checkpoint, tmp_path / "good")
-    produce(settings, topic, parts[2], ref)
-    assert run_store(settings, STORE, once=True, topic=topic).records_in == len(parts[2])
-
     # A restore elsewhere superseded this lineage: putting the old checkpoint back is refused.
-    shutil.rmtree(tmp_path / "good")
-    shutil.copytree(checkpoint, tmp_path / "good")
     report = restore_store(settings, STORE, spark=spark)
     assert report.epoch == 1
-    produce(settings, topic, parts[3], ref)
-    assert run_store(settings, STORE, once=True, topic=topic).records_in == len(parts[3])
+    produce(settings, topic, parts[2] + parts[3], ref)  # the restored checkpoint passes the check and runs
+    assert run_store(settings, STORE, once=True, topic=topic).records_in == len(parts[2]) + len(parts[3])
     restored = tmp_path / "restored"
     shutil.copytree(checkpoint, restored)
     _swap(checkpoint, tmp_path / "good")
@@ -80,7 +73,6 @@ def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, 
     _swap(checkpoint, restored)
 
     exp = expected(ref.records, settings.max_value_bytes)
-    run_store(settings, STORE, once=True, topic=topic)
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)

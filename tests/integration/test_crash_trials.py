@@ -14,7 +14,7 @@ from store_checks import PARTITIONS, STORE, assert_changelog_unique, assert_coun
 from deltastate.bench.soak import SoakOptions, run_crash_trials
 from deltastate.ingest.partitioner import partition_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def test_kill9_trials_match_reference(broker: str, spark, make_settings, topic: str, tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from deltastate.errors import CheckpointMismatchError
 from deltastate.maintenance.listener import RecordingListener
 from deltastate.maintenance.restore import restore_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 
 def test_restore_after_lost_checkpoint(broker: str, spark, make_settings, topic: str) -> None:
