@@ -30,8 +30,9 @@ def snapshot_asset(settings: Settings) -> Asset:
     return Asset(name="deltastate.snapshot", uri=f"file://{settings.snapshots_dir}/CURRENT", group="deltastate")
 
 
-def _cron(expr: str) -> CronTriggerTimetable:
-    return CronTriggerTimetable(expr, timezone="UTC")
+def _cron(expr: str) -> CronTriggerTimetable | None:
+    """A cron schedule in UTC; "none" turns the schedule off (triggers and Assets only)."""
+    return None if expr.strip().lower() in ("", "none") else CronTriggerTimetable(expr, timezone="UTC")
 
 
 def run_dag(settings: Settings, opts: DagOptions, store: str, doc_md: str | None) -> DAG:
@@ -101,7 +102,8 @@ def publish_dag(doc_md: str | None = None, settings: Settings | None = None) -> 
     settings = settings or load_settings()
     opts = load_options()
     assets = [changelog_asset(settings, s) for s in list_stores(settings)]
-    schedule = AssetOrTimeSchedule(timetable=_cron(opts.publish_schedule), assets=AssetAny(*assets))
+    timetable = _cron(opts.publish_schedule)
+    schedule = AssetAny(*assets) if timetable is None else AssetOrTimeSchedule(timetable=timetable, assets=AssetAny(*assets))
     with DAG(dag_id="deltastate_publish", schedule=schedule, start_date=opts.start_date, catchup=False,
              max_active_runs=1, default_args=opts.default_args, doc_md=doc_md, tags=[TAG, "publish"],
              description="validate (great-expectations) and publish the global DuckDB snapshot") as dag:

@@ -1,5 +1,6 @@
 """Schedules and policy of the generated DAGs, from the environment (frozen, read at parse time
-without touching any database or connection)."""
+without touching any database or connection). A schedule of "none" leaves only manual triggers
+(and, for publish, the changelog Assets)."""
 
 from __future__ import annotations
 

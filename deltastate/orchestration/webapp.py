@@ -61,7 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def root() -> RedirectResponse:
         return RedirectResponse("stores")
 
+    # check_dir=False: the folder appears with the first validation; importing the plugin creates nothing.
     docs_dir: Path = data_docs_index(current()).parent
-    docs_dir.mkdir(parents=True, exist_ok=True)
-    app.mount("/data-docs", StaticFiles(directory=str(docs_dir), html=True), name="data-docs")
+    app.mount("/data-docs", StaticFiles(directory=str(docs_dir), html=True, check_dir=False), name="data-docs")
     return app
