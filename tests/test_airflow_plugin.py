@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from fastapi.testclient import TestClient
 from local_infra import make_home
 
@@ -44,3 +45,12 @@ def test_plugin_registers_app_view_and_operator_link():
     [view] = DeltastatePlugin.external_views
     assert view["href"] == "deltastate/stores" and view["destination"] == "nav"
     assert any(isinstance(link, StorePageLink) for link in DeltastatePlugin.operator_extra_links)
+
+
+def test_restore_refuses_without_confirmation():
+    from deltastate.orchestration.checks import NotConfirmedError, require_confirm
+
+    for confirm in (False, "False", None, ""):
+        with pytest.raises(NotConfirmedError, match="store 'player_stats': restore not confirmed"):
+            require_confirm("player_stats", confirm)
+    assert require_confirm("player_stats", True) == require_confirm("player_stats", "True") == "player_stats"
