@@ -88,14 +88,12 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
 
     started = time.monotonic()
     path = settings.table_path(store.name, CHANGELOG)
-    version = changelog_version(spark, path)
-    if version is None:
+    if changelog_version(spark, path) is None:
         return CompactionReport(store.name, None, None, None, skipped="no changelog table yet")
     now = clock_ms() if now is None else now
     for attempt in range(1, CONFLICT_RETRIES + 1):
-        version = changelog_version(spark, path)
         try:
-            report = _compact_at(spark, store, path, int(version), now, attempt)
+            report, newest = _compact_at(spark, store, path, now, attempt)
             break
         except Exception as exc:  # noqa: BLE001 - only Delta commit conflicts are retried
             if not _is_conflict(exc) or attempt == CONFLICT_RETRIES:
@@ -107,8 +105,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     # on sealed segments only: OPTIMIZE never conflicts with appends, but leaving the active segment
     # alone keeps its file set stable for the stream's next micro-batches.
     optimized = 0
-    newest = _newest_segment(spark, path, report.read_version)
-    if newest >= 0:
+    if newest > 0:
         metrics = DeltaTable.forPath(spark, path).optimize().where(f"`{SEGMENT}` < {newest}").executeCompaction()
         optimized = _files_removed(metrics)
     retention, vacuumed = (None, None)
@@ -127,20 +124,17 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
            "seconds": time.monotonic() - started})
 
 
-def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, version: int, now: int,
-                attempt: int) -> CompactionReport:
+def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, now: int,
+                attempt: int) -> tuple[CompactionReport, int]:
+    """One attempt at the version the table has now; returns the report and V's newest segment."""
     from pyspark.sql import functions as F
 
-    before = table_figures(spark, path, version)
+    before = table_figures(spark, path)
+    version = before.version
     opts = store.changelog
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
-    newest = _newest_segment(spark, path, version)
-    # A segment is sealed when the stream has moved past it, and cleanable when its newest record is
-    # older than the lag (Kafka's min.compaction.lag.ms).
-    seg_age = table.groupBy(SEGMENT).agg(F.max(F.unix_millis("write_time")).alias("_seg_newest"))
-    cleanable = [int(r[SEGMENT]) for r in seg_age.collect()
-                 if r[SEGMENT] < newest and (r["_seg_newest"] or 0) <= now - opts.min_compaction_lag_ms]
-    flagged = _flag(table, store, cleanable, now - opts.delete_retention_ms).persist()
+    newest = _newest_segment(table)
+    flagged = _flag(table, store, newest, now - opts.min_compaction_lag_ms, now - opts.delete_retention_ms).persist()
     try:
         counts = flagged.agg(
             F.count(F.lit(1)).alias("total"),
@@ -152,10 +146,12 @@ def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, version:
         droppable, tombstones = int(counts["droppable"]), int(counts["tombstones"])
         ratio = dirty_ratio(superseded, total)
         skipped = should_compact(superseded, droppable, total, opts.min_cleanable_dirty_ratio)
+        # Records at V exactly (files and bytes are the log's figures when the attempt began).
+        before = TableFigures(version, total, before.files, before.bytes)
         base = dict(store=store.name, read_version=version, before=before, after=None, superseded=superseded,
                     dirty_ratio_before=ratio, attempts=attempt)
         if skipped is not None:
-            return CompactionReport(**base, skipped=skipped)
+            return CompactionReport(**base, skipped=skipped), newest
         dirty = sorted(int(r[SEGMENT]) for r in flagged.where(~F.col("_keep")).select(SEGMENT).distinct().collect())
         survivors = (flagged.where(F.col(SEGMENT).isin(dirty) & F.col("_keep"))
                      .select(*table.columns).repartition(F.col(SEGMENT)))
@@ -165,21 +161,27 @@ def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, version:
          .option("userMetadata", f"deltastate compact {store.name} from version {version}")
          .save(path))
         return CompactionReport(**base, records_dropped=droppable, tombstones_dropped=tombstones,
-                                segments_rewritten=len(dirty))
+                                segments_rewritten=len(dirty)), newest
     finally:
         flagged.unpersist()
 
 
-def _flag(table: DataFrame, store: StoreDefinition, cleanable: list[int], tombstone_cutoff_ms: int) -> DataFrame:
-    """Adds _is_latest (the record is its store key's state) and _keep (compaction keeps it)."""
+def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: int,
+          tombstone_cutoff_ms: int) -> DataFrame:
+    """Adds _is_latest (the record is its store key's state) and _keep (compaction keeps it).
+
+    A segment is cleanable when it is sealed (older than the newest segment at V: the stream has
+    moved past it) and its newest record is older than the lag (Kafka's min.compaction.lag.ms)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     per_key = Window.partitionBy(*store_key_columns(store))
+    per_segment = Window.partitionBy(SEGMENT)
     order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
-    in_cleanable = F.col(SEGMENT).isin(cleanable) if cleanable else F.lit(False)
+    cleanable = ((F.col(SEGMENT) < F.lit(newest))
+                 & (F.max(F.unix_millis("write_time")).over(per_segment) <= F.lit(lag_cutoff_ms)))
     flagged = (table
-               .withColumn("_in_cleanable", in_cleanable)
+               .withColumn("_in_cleanable", F.coalesce(cleanable, F.lit(False)))
                .withColumn("_is_latest", order == F.max(order).over(per_key))
                # A tombstone may go only when no record of its key stays behind in an untouched segment
                # (that record would otherwise become the key's state again).
@@ -190,8 +192,8 @@ def _flag(table: DataFrame, store: StoreDefinition, cleanable: list[int], tombst
     return flagged.withColumn("_keep", keep)
 
 
-def _newest_segment(spark: SparkSession, path: str, version: int) -> int:
-    row = spark.read.format("delta").option("versionAsOf", version).load(path).agg({SEGMENT: "max"}).first()
+def _newest_segment(table: DataFrame) -> int:
+    row = table.agg({SEGMENT: "max"}).first()
     return -1 if row is None or row[0] is None else int(row[0])
 
 

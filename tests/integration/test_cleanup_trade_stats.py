@@ -17,7 +17,7 @@ from deltastate.ingest.producer import ensure_topic
 from deltastate.maintenance import cleanup_store
 from deltastate.stores import load_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 STORE = "trade_stats"
 T0 = 1_700_000_000_000
 H = 3_600_000

@@ -19,7 +19,7 @@ from deltastate.maintenance import cleanup_store
 from deltastate.maintenance.stats import now_ms
 from deltastate.stores import load_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 TTL_MS = 3_600_000
 
 

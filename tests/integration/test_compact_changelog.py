@@ -31,7 +31,7 @@ from deltastate.maintenance import compact_store
 from deltastate.maintenance.stats import now_ms
 from deltastate.stores import load_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 DAY_MS = 24 * 3600 * 1000  # player_stats' delete_retention
 
 

@@ -29,7 +29,7 @@ from deltastate.changelog import layout
 from deltastate.engine.runner import run_store
 from deltastate.maintenance import cleanup_store, compact_store
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
 
 def test_compact_and_cleanup_while_stream_appends(broker: str, spark, make_settings, topic: str, tmp_path,
