@@ -92,8 +92,8 @@ def time_options(default_step_ms: int) -> Callable[[F], F]:
         for option in reversed((
             click.option("--keys", "-k", type=click.IntRange(min=1), default=100, show_default=True,
                          help="Distinct keys (Zipf-like popularity)."),
-            click.option("--start", "start_ts", type=int, default=1_700_000_000_000, show_default=True,
-                         help="Event time of the first record, epoch ms."),
+            click.option("--start", "start_ts", default="1700000000000", show_default=True,
+                         help="Event time of the first record: epoch ms or ISO-8601 (UTC when no zone)."),
             click.option("--step-ms", type=click.IntRange(min=0), default=default_step_ms, show_default=True,
                          help="Mean event-time step between records."),
             click.option("--out-of-order", "disorder", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0,
@@ -108,10 +108,11 @@ def time_options(default_step_ms: int) -> Callable[[F], F]:
     return wrap
 
 
-def _shape(start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int):
+def _shape(start_ts: str, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int):
     from deltastate.ingest.timed_workloads import TimeShape
+    from deltastate.query.times import parse_time
 
-    return TimeShape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
+    return TimeShape(parse_time(start_ts, "start"), step_ms, disorder, disorder_ms, late, late_ms)
 
 
 @produce.command("trades")
@@ -120,7 +121,7 @@ def _shape(start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late:
 @click.pass_context
 @_reported
 def trades(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
-           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
+           keys: int, start_ts: str, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
     """trade.v1 events for the trade_stats window store, keyed by symbol."""
     from deltastate.ingest.timed_workloads import trade_records
 
@@ -136,7 +137,7 @@ def trades(ctx: click.Context, events: int, seed: int, tombstones: float, topic:
 @click.pass_context
 @_reported
 def pulses(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
-           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int,
+           keys: int, start_ts: str, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int,
            checkouts: float) -> None:
     """pulse.v1 events (and checkouts) for the pulse_counts window store, keyed by patient_id."""
     from deltastate.ingest.timed_workloads import pulse_records
@@ -152,7 +153,7 @@ def pulses(ctx: click.Context, events: int, seed: int, tombstones: float, topic:
 @click.pass_context
 @_reported
 def clicks(ctx: click.Context, events: int, seed: int, tombstones: float, topic: str | None, partitions: int | None,
-           keys: int, start_ts: int, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
+           keys: int, start_ts: str, step_ms: int, disorder: float, disorder_ms: int, late: float, late_ms: int) -> None:
     """click.v1 events for the user_sessions session store, keyed by user_id."""
     from deltastate.ingest.timed_workloads import click_records
 

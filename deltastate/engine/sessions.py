@@ -142,6 +142,12 @@ def output_schema(store: StoreDefinition) -> pa.Schema:
                       ("event_ms", pa.int64())])
 
 
+def output_ddl(store: StoreDefinition) -> str:
+    """The same schema as output_schema, as the Spark DDL mapInArrow declares."""
+    spark = {pa.string(): "string", pa.int64(): "bigint", pa.int32(): "int", pa.float64(): "double"}
+    return ", ".join(f"`{f.name}` {spark[f.type]}" for f in output_schema(store))
+
+
 def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: rows sorted by (key, kind, offset) -> kind put|delete|late rows."""
     assert store.session is not None

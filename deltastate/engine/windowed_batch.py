@@ -105,7 +105,7 @@ def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, h
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
            .mapInArrow(lambda batches: session_merge.merge_partition(store, batches),
-                       session_merge.output_schema(store))).persist()
+                       session_merge.output_ddl(store))).persist()
     puts = out.where(F.col("kind") == "put")
     removed = out.where(F.col("kind") == "delete")
     late = out.where(F.col("kind") == "late").select(F.col("source_partition").alias("partition"),
