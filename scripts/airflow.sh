@@ -13,6 +13,8 @@ export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$ROOT/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__API__PORT="${AIRFLOW_PORT:-8080}"
+# Task processes report to the execution API on the same port.
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$AIRFLOW__API__PORT/execution/"
 mkdir -p "$AIRFLOW_HOME"
 uv run --frozen deltastate infra up
 echo "airflow: UI on http://127.0.0.1:$AIRFLOW__API__PORT (user admin; password in" \

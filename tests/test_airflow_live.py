@@ -90,6 +90,8 @@ def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]
         AIRFLOW_HOME=str(af_home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__DAGS_FOLDER=str(PROJECT_ROOT / "dags"), AIRFLOW__CORE__PLUGINS_FOLDER=str(PROJECT_ROOT / "plugins"),
         AIRFLOW__API__PORT=str(port), AIRFLOW__API__HOST="127.0.0.1",
+        # Task processes report to the execution API; its default URL assumes port 8080.
+        AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
         AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
         AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
         DELTASTATE_HOME=str(home), KAFKA_BOOTSTRAP=broker, DELTASTATE_SHUFFLE_PARTITIONS="2",
