@@ -14,6 +14,7 @@ import dataclasses
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,9 @@ def build_changelog(spark, settings: Settings, store, keys: int, updates: int) -
     return keys * updates
 
 
-def run_restore_bench(settings: Settings, keys: int, updates: int) -> RestoreFigures:
+def run_restore_bench(settings: Settings, keys: int, updates: int,
+                      progress: Callable[[str], None] = lambda line: None) -> RestoreFigures:
+    """progress: one line as each step ends (the figures also come back whole at the end)."""
     from deltastate.infra.spark import get_spark
     from deltastate.maintenance.restore import restore_store
     from deltastate.stores import load_store
@@ -95,12 +98,15 @@ def run_restore_bench(settings: Settings, keys: int, updates: int) -> RestoreFig
     t0 = time.monotonic()
     records = build_changelog(spark, bench, store, keys, updates)
     built = time.monotonic() - t0
+    progress(f"built {records:,} changelog records in {built:.1f} s")
 
     before = restore_store(bench, STORE, spark=spark)
+    progress(f"restore before compaction: {before.seconds:.1f} s ({before.records_restored:,} keys)")
 
     t0 = time.monotonic()
     compacted = _compact(spark, bench, store)
     compact_seconds = time.monotonic() - t0
+    progress(f"compacted to {compacted:,} records in {compact_seconds:.1f} s")
 
     after = restore_store(bench, STORE, spark=spark)
     return RestoreFigures(keys, updates, os.cpu_count() or 1, built, records, before.seconds, compact_seconds,

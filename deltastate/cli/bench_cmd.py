@@ -39,7 +39,7 @@ def restore(keys: int, updates: int) -> None:
     """Restore seconds on a long changelog history, before and after compaction, and the ratio."""
     from deltastate.bench.restore import run_restore_bench
 
-    for line in run_restore_bench(load_settings(), keys, updates).lines():
+    for line in run_restore_bench(load_settings(), keys, updates, progress=lambda s: click.echo(f"  .. {s}")).lines():
         click.echo(line)
 
 
