@@ -75,6 +75,10 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        import anyio.to_thread
+
+        # Sync endpoints run on AnyIO's worker threads; bound them (see ServiceOptions.worker_threads).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = state.options.worker_threads
         yield
         state.close()
 

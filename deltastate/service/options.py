@@ -5,6 +5,8 @@ DELTASTATE_SQL_TIMEOUT      seconds a POST /sql statement may run before it is i
 DELTASTATE_SQL_MAX_ROWS     rows a POST /sql answer may have; more is refused, not truncated (10000)
 DELTASTATE_PAGE_MAX         largest `limit` of range/all/windows pages (10000)
 DELTASTATE_STALENESS_CACHE  seconds the newest-changelog-commit lookups are reused (0.5)
+DELTASTATE_SERVICE_THREADS  worker threads running reads (4): more only adds GIL contention, which
+                            starves the event loop that writes the answers on a small machine
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class ServiceOptions:
     page_default: int = 100
     page_max: int = 10_000
     staleness_cache_s: float = 0.5
+    worker_threads: int = 4
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServiceOptions:
@@ -42,7 +45,8 @@ class ServiceOptions:
                    sql_timeout_s=number("DELTASTATE_SQL_TIMEOUT", cls.sql_timeout_s, float),
                    sql_max_rows=int(number("DELTASTATE_SQL_MAX_ROWS", cls.sql_max_rows, int)),
                    page_max=int(number("DELTASTATE_PAGE_MAX", cls.page_max, int)),
-                   staleness_cache_s=number("DELTASTATE_STALENESS_CACHE", cls.staleness_cache_s, float))
+                   staleness_cache_s=number("DELTASTATE_STALENESS_CACHE", cls.staleness_cache_s, float),
+                   worker_threads=int(number("DELTASTATE_SERVICE_THREADS", cls.worker_threads, int)))
 
 
 __all__ = ["ServiceOptions"]
