@@ -12,6 +12,7 @@ changelog table's _delta_log:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -35,7 +36,7 @@ KV = tuple[bytes, bytes | None]
 @dataclass(frozen=True)
 class SoakOptions:
     trials: int = 20
-    events: int = 40_000
+    events: int = 40_000  # one pass of the generator; the feed continues under the next seed
     players: int = 1_500
     tombstones: float = 0.02
     seed: int = 1
@@ -158,29 +159,27 @@ class ContinuousRun:
 
 
 class _Feed:
-    """The records to produce, in order, and what was produced so far."""
+    """Records to produce, without end (the leaderboard stream again under the next seed when one
+    runs out: a trial may wait long for its moment), and what was produced so far, in order."""
 
     def __init__(self, settings: Settings, topic: str, options: SoakOptions) -> None:
         self.settings, self.topic, self.chunk = settings, topic, options.chunk
-        self.pending: list[KV] = [(k.encode(), None if ev is None else encode(ev)) for k, ev in
-                                  leaderboard_events(options.events, options.players, options.seed,
-                                                     tombstones=options.tombstones)]
+        self.source = itertools.chain.from_iterable(
+            leaderboard_events(options.events, options.players, options.seed + n, tombstones=options.tombstones)
+            for n in itertools.count())
         self.produced: list[KV] = []
         self.last = 0.0
 
     def step(self, every: float = 0.7, n: int | None = None) -> None:
-        if not self.pending or time.monotonic() - self.last < every:
+        if time.monotonic() - self.last < every:
             return
-        batch, self.pending = self.pending[:n or self.chunk], self.pending[n or self.chunk:]
+        batch = [(k.encode(), None if ev is None else encode(ev))
+                 for k, ev in itertools.islice(self.source, n or self.chunk)]
         result = produce_records(self.settings.kafka_bootstrap, self.topic, batch)
         if result.failed or result.delivered != len(batch):
             raise DeltastateError(f"soak topic {self.topic!r}: {result.failed} of {len(batch)} records not delivered")
         self.produced.extend(batch)
         self.last = time.monotonic()
-
-    def rest(self) -> None:
-        while self.pending:
-            self.step(every=0.0, n=10_000)
 
 
 def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Feed, rng: random.Random,
@@ -249,7 +248,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
         result.trials.append(trial)
         if on_trial:
             on_trial(trial)
-    feed.rest()
+    feed.step(every=0.0)  # something new for the catch-up run to read after the last kill
     run_store(settings, options.store, once=True, topic=topic)
 
     store = load_store(settings, options.store)

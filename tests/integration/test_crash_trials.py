@@ -31,7 +31,7 @@ def test_kill9_trials_match_reference(broker: str, spark, make_settings, topic: 
     ref = ReferenceTopic(PARTITIONS, partition_for)
     ref.append(produced)
     exp = expected(ref.records, settings.max_value_bytes)
-    assert result.produced == len(produced) == exp.records_in and exp.tombstones > 50
+    assert result.produced == len(produced) == exp.records_in and exp.tombstones >= 10
     assert_counts(exp, None, spark, settings)  # audit: each record once
     assert_changelog_unique(spark, settings)
     assert result.duplicates == 0 and not result.wrong_keys and result.ok
