@@ -74,7 +74,6 @@ def test_compact_and_cleanup_while_stream_appends(broker: str, spark, make_setti
             compactions.append(compact_store(settings, STORE, spark=spark, vacuum=len(compactions) % 2 == 0))
             cleanups.append(cleanup_store(settings, STORE, spark=spark, topic=topic))
         feeder.join()
-        cleanups.append(cleanup_store(settings, STORE, spark=spark, topic=topic))
         # Let the stream apply everything the topic holds (the last tombstones included).
         total = None
         deadline = time.monotonic() + 120
