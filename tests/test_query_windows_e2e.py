@@ -28,7 +28,7 @@ from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 PARTITIONS = 4
 T0 = 1_700_000_000_000
 
