@@ -51,7 +51,10 @@ class LiveAirflow:
     def wait_run(self, dag_id: str, run_id: str, timeout: float) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}").json()
+            try:
+                run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}").json()
+            except httpx.TimeoutException:  # a busy machine can stall the API server for a while
+                continue
             if run["state"] in ("success", "failed"):
                 return run
             time.sleep(3)
