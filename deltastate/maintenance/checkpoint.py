@@ -122,7 +122,9 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
         lineage_id, epoch = str(data["lineage_id"]), int(data["epoch"])
     except (ValueError, KeyError, OSError) as exc:
         raise _refuse(store.name, f"{marker} is unreadable ({exc})") from exc
-    newer = {qid: e for qid, (e, _) in changelog.rows.items() if qid != lineage_id and e is not None and e >= epoch}
+    # Cleanup's tombstones (query_id deltastate-cleanup/...) are appended beside the stream, not by another lineage.
+    newer = {qid: e for qid, (e, _) in changelog.rows.items()
+             if qid != lineage_id and not qid.startswith("deltastate-cleanup/") and e is not None and e >= epoch}
     if newer:
         qid, e = max(newer.items(), key=lambda item: item[1])
         raise _refuse(store.name, f"checkpoint {checkpoint} (lineage {lineage_id}, epoch {epoch}) is superseded: "
