@@ -44,8 +44,9 @@ def test_compact_and_cleanup_while_stream_appends(broker: str, spark, make_setti
 
     def stream() -> None:
         try:
+            # Bounded micro-batches: several batches (so sealed segments) however slow the machine is.
             outcome["result"] = run_store(settings, STORE, once=False, trigger="1 second", topic=topic,
-                                          stop_event=stop)
+                                          max_offsets_per_trigger=60, stop_event=stop)
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             outcome["error"] = exc
 
@@ -68,7 +69,11 @@ def test_compact_and_cleanup_while_stream_appends(broker: str, spark, make_setti
     feeder.start()
     compactions, cleanups = [], []
     try:
-        while feeder.is_alive() or len(compactions) < 3:
+        # Until the producer is done and both have really acted on the moving stream (a rewrite, an
+        # expiry), with a guard for loaded machines.
+        loop_deadline = time.monotonic() + 600
+        while (feeder.is_alive() or len(compactions) < 3 or not any(c.skipped is None for c in compactions)
+               or not any(c.expired_keys for c in cleanups)) and time.monotonic() < loop_deadline:
             if "error" in outcome:
                 break
             compactions.append(compact_store(settings, STORE, spark=spark, vacuum=len(compactions) % 2 == 0))
