@@ -95,6 +95,8 @@ def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]
         AIRFLOW__API__PORT=str(port), AIRFLOW__API__HOST="127.0.0.1",
         # Task processes report to the execution API; its default URL assumes port 8080.
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
+        # On a saturated machine the API server can stall past the 5 s default and fail a task unrun.
+        AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
         AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
         AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
         DELTASTATE_HOME=str(home), KAFKA_BOOTSTRAP=broker, DELTASTATE_SHUFFLE_PARTITIONS="2",
