@@ -128,6 +128,25 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
         state.unpersist()
 
 
+def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
+    """Window and session stores: changelog rows of micro-batches whose audit row never landed."""
+    log_path, intake_path = settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE)
+    if not (table_exists(spark, log_path) and table_exists(spark, intake_path)):
+        return 0
+    audited = spark.read.format("delta").load(intake_path).select("query_id", "batch_id").distinct()
+    from deltastate.maintenance.retention import QUERY_ID
+
+    cleanup_ids = list(set(QUERY_ID.values()))  # cleanup's tombstones have no audit rows, by design
+    orphans = (spark.read.format("delta").load(log_path).where(~F.col("query_id").isin(cleanup_ids))
+               .join(audited, ["query_id", "batch_id"], "left_anti")
+               .groupBy("query_id", "batch_id").count().collect())
+    if not orphans:
+        return 0
+    cond = " OR ".join(f"(query_id = '{r['query_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
+    DeltaTable.forPath(spark, log_path).delete(cond)
+    return sum(int(r["count"]) for r in orphans)
+
+
 def restore_store(settings: Settings, store_name: str, *, listener: RestoreListener | None = None,
                   spark: SparkSession | None = None) -> RestoreReport:
     """Rebuilds store_name's checkpoint from its changelog (see the module doc). The store's stream
@@ -143,9 +162,17 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
     mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
-    state_offsets = changelog_offsets(spark, settings, store, version)
-    intake_offsets = audit_offsets(spark, settings, store)
     orphans = drop_orphan_dead_letters(spark, settings, store)
+    intake_offsets = audit_offsets(spark, settings, store)
+    if mode == "partial":
+        # One query writes a window/session batch: changelog, dead letters, then the audit row. A batch
+        # is done when its audit row landed; changelog rows of a batch without one are removed and the
+        # batch runs again from the audited offsets (its state is the changelog itself).
+        orphans += drop_unaudited_changelog(spark, settings, store)
+        version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+        state_offsets = dict(intake_offsets)
+    else:
+        state_offsets = changelog_offsets(spark, settings, store, version)
     lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch
     seed_path, restored = None, 0
     if mode == "full" and version is not None:
