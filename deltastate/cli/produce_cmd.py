@@ -126,7 +126,7 @@ def trades(ctx: click.Context, events: int, seed: int, tombstones: float, topic:
     from deltastate.ingest.timed_workloads import trade_records
 
     shape = _shape(start_ts, step_ms, disorder, disorder_ms, late, late_ms)
-    _run_workload(ctx, "trade_stats", topic, partitions, events, lambda: trade_records(events, keys, seed, shape))
+    _run_workload(ctx, "trade_stats", topic, partitions, events, lambda: trade_records(events, keys, seed, shape, tombstones))
 
 
 @produce.command("pulses")

@@ -62,14 +62,17 @@ def _draws(total: int, keys: int, seed: int, shape: TimeShape) -> Iterator[tuple
         done += n
 
 
-def trade_records(total: int, symbols: int, seed: int, shape: TimeShape = TimeShape()) -> Iterator[tuple[bytes, bytes]]:
+def trade_records(total: int, symbols: int, seed: int, shape: TimeShape = TimeShape(),
+                  tombstones: float = 0.0) -> Iterator[tuple[bytes, bytes | None]]:
+    """Trades; a `tombstones` share are null values (delete the symbol's windows)."""
     keys = _keys("SYM", symbols)
     for who, stamps, rng in _draws(total, symbols, seed, shape):
         prices = np.round(rng.uniform(1.0, 500.0, len(who)), 2).tolist()
         qty = rng.integers(1, 101, len(who)).tolist()
-        for k, ts, price, q in zip(who, stamps, prices, qty):
+        kind = rng.random(len(who)).tolist() if tombstones else [1.0] * len(who)
+        for k, ts, price, q, u in zip(who, stamps, prices, qty, kind):
             key = keys[k]
-            yield key, b'{"symbol":"%s","price":%r,"qty":%d,"ts":%d}' % (key, price, q, ts)
+            yield key, None if u < tombstones else b'{"symbol":"%s","price":%r,"qty":%d,"ts":%d}' % (key, price, q, ts)
 
 
 def pulse_records(total: int, patients: int, seed: int, shape: TimeShape = TimeShape(),
