@@ -30,7 +30,7 @@ from deltastate.errors import (
 from deltastate.query import Queries
 from deltastate.snapshot import current_snapshot, list_snapshots, publish_snapshot
 from deltastate.snapshot.catalog import CURRENT, snapshot_files
-from deltastate.stores import load_store
+from deltastate.stores import list_stores, load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -234,7 +234,7 @@ def test_sql_reads_and_refuses_writes(queries: Queries) -> None:
     state = expected_state()
     result = queries.sql(f"SELECT count(*) AS n, sum(total_score) AS s FROM {STORE}")
     assert result.row == {"n": len(state), "s": sum(v["total_score"] or 0 for v in state.values())}
-    assert {r["store"] for r in queries.sql("SELECT * FROM _snapshot_stores").rows} == {STORE, EMPTY}
+    assert {r["store"] for r in queries.sql("SELECT * FROM _snapshot_stores").rows} == set(list_stores(queries.settings))
     for write in (f"DELETE FROM {STORE}", f"INSERT INTO {STORE} (key) VALUES ('x')", "CREATE TEMP TABLE t AS SELECT 1",
                   "SET enable_external_access = true", f"SELECT 1; DROP TABLE {STORE}"):
         with pytest.raises(QueryError, match="^read-only: "):
@@ -303,7 +303,8 @@ def test_publish_again_versions_retention_pointer(spark, settings: Settings, pub
     assert out.exit_code == 0, out.output + out.stderr
     third = json.loads(out.output)
     assert third["snapshot_version"] == before + 2
-    assert {s["store"] for s in third["stores"]} == {STORE, EMPTY}  # EMPTY carried over
+    # Every declared store (the ones not rebuilt are carried over), EMPTY among them.
+    assert {s["store"] for s in third["stores"]} == set(list_stores(settings)) and EMPTY in list_stores(settings)
     files = snapshot_files(settings)
     assert list(files) == [before + 1, before + 2]  # keep = 2
     assert (settings.snapshots_dir / CURRENT).read_text().strip() == files[before + 2].name
