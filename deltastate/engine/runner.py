@@ -66,19 +66,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
                             stop_after=stop_after, stop_event=stop_event, resume=resume)
     fold = register_fold(spark, store)
     result = RunResult(store=store_name, lineage=lineage, seconds=0.0)
-    lock = threading.Lock()
-
-    def on_batch(report: BatchReport) -> None:
-        with lock:
-            result.batches[report.query] = result.batches.get(report.query, 0) + 1
-            if report.query == "intake":
-                result.records_in += report.records
-                result.applied += report.detail.get("applied", 0)
-                result.dead_lettered += report.detail.get("dead_lettered", 0)
-            else:
-                result.changelog_records += report.records
-        if listener:
-            listener(report)
+    on_batch = counting_listener(result, listener)
 
     topic = topic or store.source.topic
     if resume is None:
@@ -123,6 +111,26 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         result.progress[q.name] = [dict(p) if not isinstance(p, dict) else p for p in q.recentProgress]
     result.seconds = time.monotonic() - started
     return result
+
+
+def counting_listener(result: RunResult, listener: BatchListener | None) -> BatchListener:
+    """A batch listener that adds each report to result's counts (queries report from their own
+    threads), then passes it on."""
+    lock = threading.Lock()
+
+    def on_batch(report: BatchReport) -> None:
+        with lock:
+            result.batches[report.query] = result.batches.get(report.query, 0) + 1
+            if report.query == "intake":
+                result.records_in += report.records
+                result.applied += report.detail.get("applied", 0)
+                result.dead_lettered += report.detail.get("dead_lettered", 0)
+            else:
+                result.changelog_records += report.records
+        if listener:
+            listener(report)
+
+    return on_batch
 
 
 def _resume_plan(lineage: Lineage, given: ResumePlan | None) -> ResumePlan | None:

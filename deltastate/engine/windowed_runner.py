@@ -7,42 +7,30 @@ need the whole micro-batch at once, so the one query classifies, merges and writ
 
 from __future__ import annotations
 
-import threading
 import time
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from deltastate.config import Settings
 from deltastate.engine.lineage import Lineage
+from deltastate.engine.plan import source_stream
 from deltastate.engine.resume import ResumePlan
 from deltastate.engine.windowed_batch import windowed_writer
-from deltastate.engine.writer import BatchListener, BatchReport
+from deltastate.engine.writer import BatchListener
 from deltastate.ingest.decode import classify
 from deltastate.stores.definition import StoreDefinition
 
 QUERY = "stream"
 
 
-def kafka_source(spark: SparkSession, settings: Settings, topic: str, max_offsets_per_trigger: int | None,
-                 resume: ResumePlan | None, store_partitions: int | None = None) -> DataFrame:
-    start = (resume.kafka_starting_offsets(topic, store_partitions) if resume and resume.starting_offsets
-             else "earliest")
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-              .option("subscribe", topic)
-              .option("startingOffsets", start)
-              .option("failOnDataLoss", "true"))
-    if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return reader.load()
-
-
 def start_windowed(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, *,
                    once: bool, trigger: str, topic: str | None, max_offsets_per_trigger: int | None,
                    listener: BatchListener | None, resume: ResumePlan | None = None):
     """Starts the store's query and returns it (the caller waits and stops it)."""
-    source = kafka_source(spark, settings, topic or store.source.topic, max_offsets_per_trigger, resume,
-                          store.source.partitions)
+    topic = topic or store.source.topic
+    start = (resume.kafka_starting_offsets(topic, store.source.partitions) if resume and resume.starting_offsets
+             else "earliest")
+    source = source_stream(spark, settings, topic, max_offsets_per_trigger, start)
     classified = classify(source, store, settings.max_value_bytes)
     writer = (classified.writeStream.queryName(f"{store.name}-{QUERY}")
               .option("checkpointLocation", lineage.query_checkpoint(QUERY))
@@ -57,22 +45,10 @@ def run_windowed(spark: SparkSession, settings: Settings, store: StoreDefinition
                  once: bool, trigger: str, topic: str | None, max_offsets_per_trigger: int | None,
                  listener: BatchListener | None, stop_after: float | None, stop_event,
                  resume: ResumePlan | None):
-    from deltastate.engine.runner import RunResult, _wait_continuous
+    from deltastate.engine.runner import RunResult, _wait_continuous, counting_listener
 
     result = RunResult(store=store.name, lineage=lineage, seconds=0.0)
-    lock = threading.Lock()
-
-    def on_batch(report: BatchReport) -> None:
-        with lock:
-            result.batches[report.query] = result.batches.get(report.query, 0) + 1
-            if report.query == "intake":
-                result.records_in += report.records
-                result.applied += report.detail.get("applied", 0)
-                result.dead_lettered += report.detail.get("dead_lettered", 0)
-            else:
-                result.changelog_records += report.records
-        if listener:
-            listener(report)
+    on_batch = counting_listener(result, listener)
 
     query, started = start_windowed(spark, settings, store, lineage, once=once, trigger=trigger, topic=topic,
                                     max_offsets_per_trigger=max_offsets_per_trigger, listener=on_batch,
