@@ -22,8 +22,9 @@ test-unit: setup  ## pure functions only
 bench: setup      ## ingest benchmark (printed figures)
 	$(UV) deltastate bench ingest
 
-soak: setup       ## 20 kill -9 trials against a continuous run, then the state checks (~10 min)
+soak: setup       ## 20 kill -9 trials, then the long test variants (60 s of readers during publishes)
 	$(UV) deltastate soak crash --trials 20
+	$(UV) pytest -m soak -q -p no:cacheprovider
 
 airflow: setup    ## Airflow 3 UI on :8080 (standalone) with dags/ and plugins/, and the local broker
 	bash scripts/airflow.sh
