@@ -105,9 +105,32 @@ def _state_present(state: Path) -> bool:
     return bool(shards) and all(any(f.is_file() for f in shard.rglob("*")) for shard in shards)
 
 
+def drop_orphan_temp_files(checkpoint: Path) -> list[Path]:
+    """Removes the temp files of log entries a killed run never renamed into place.
+
+    Spark writes each offsets/commits entry to `.<n>.<uuid>.tmp` (plus a `.crc`) and renames it; a
+    kill -9 in between leaves the temp file behind. Harmless for later batches, but before the first
+    one Spark 4 refuses a non-empty offsets folder (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), so
+    one unlucky kill would stop the store for good. Only called under the writer lock, so no live
+    writer owns these files. The state/ folders are RocksDB's and are left alone."""
+    removed: list[Path] = []
+    if not checkpoint.is_dir():
+        return removed
+    for query in (q for q in checkpoint.iterdir() if q.is_dir()):
+        for folder in (query, query / "offsets", query / "commits", *sorted((query / "sources").glob("*"))):
+            if not folder.is_dir():
+                continue
+            for f in folder.iterdir():
+                if f.is_file() and f.name.startswith(".") and f.name.endswith((".tmp", ".tmp.crc")):
+                    f.unlink()
+                    removed.append(f)
+    return removed
+
+
 def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Raises CheckpointMismatchError when the store's checkpoint disagrees with its tables."""
     checkpoint = Path(settings.checkpoint_path(store.name))
+    drop_orphan_temp_files(checkpoint)
     changelog = _table_batches(spark, settings.table_path(store.name, CHANGELOG), with_epoch=True)
     intake = _table_batches(spark, settings.table_path(store.name, INTAKE), with_epoch=False)
     marker = checkpoint / LINEAGE_FILE

@@ -76,3 +76,27 @@ def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, 
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)
+
+
+def test_run_recovers_from_a_kill_while_spark_wrote_its_first_offsets_entry(broker: str, spark, make_settings,
+                                                                             topic: str) -> None:
+    """A kill -9 while Spark writes offsets/0 leaves its temp file (seen in a crash trial); Spark 4
+    then refuses the non-empty offsets folder at batch 0 for ever. `run` removes such orphans."""
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    run_store(settings, STORE, once=True, topic=topic)  # empty topic: a checkpoint, no batch yet
+    checkpoint = Path(settings.checkpoint_path(STORE))
+    planted = []
+    for query in ("intake", "changelog"):
+        offsets = checkpoint / query / "offsets"
+        offsets.mkdir(parents=True, exist_ok=True)
+        for name in (".0.0b1e5c2a-8d6f-4f3e-9a7b-5c4d3e2f1a0b.tmp", "..0.0b1e5c2a-8d6f-4f3e-9a7b-5c4d3e2f1a0b.tmp.crc"):
+            (offsets / name).write_text("v1\n")
+            planted.append(offsets / name)
+    produce(settings, topic, generated(2_000, 150, seed=41, tombstones=0.03), ref)
+    run_store(settings, STORE, once=True, topic=topic)
+    assert not any(p.exists() for p in planted)
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_changelog_unique(spark, settings)
+    assert_state(published_state(spark, settings), exp)
