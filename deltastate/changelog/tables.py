@@ -25,19 +25,25 @@ from deltastate.stores import compat
 from deltastate.stores.definition import StoreDefinition
 
 
-def _create(spark: SparkSession, path: str, columns, partition_by: str | None, comment: str) -> None:
+def _create(spark: SparkSession, path: str, columns, partition_by: str | None, comment: str,
+            properties: dict[str, str] | None = None) -> None:
     builder = DeltaTable.createIfNotExists(spark).location(path).comment(comment)
     for name, type_ in columns:
         builder = builder.addColumn(name, type_)
     if partition_by:
         builder = builder.partitionedBy(partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
     builder.execute()
 
 
 def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Creates the store's tables if missing; refuses a definition the existing ones contradict."""
     changelog = settings.table_path(store.name, CHANGELOG)
-    _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}")
+    # A new changelog records its definition in the creating commit; check_definition adds it to
+    # a table that lacks it.
+    _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}",
+            {compat.PROPERTY: compat.encode(store)})
     check_definition(spark, changelog, store)
     _create(spark, settings.table_path(store.name, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")

@@ -19,7 +19,10 @@ def bench() -> None:
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
 @click.option("--store", default="player_stats", show_default=True,
               help="player_stats, trade_stats, pulse_counts or user_sessions.")
-def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None, store: str) -> None:
+@click.option("--warmup-events", default=0, show_default=True,
+              help="First an untimed run over this many events (separate topic and store): steady-state JIT.")
+def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None, store: str,
+           warmup_events: int) -> None:
     """Events/s from Kafka to the committed changelog for a --once run over a backlog."""
     from deltastate.bench.ingest import run_ingest_bench
     from deltastate.infra.broker import LocalBroker
@@ -27,7 +30,7 @@ def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | 
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger, store)
+    figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger, store, warmup_events)
     for line in figures.lines():
         click.echo(line)
 
