@@ -39,13 +39,19 @@ class IngestFigures:
     def events_per_second(self) -> float:
         return self.records_in / self.run_seconds if self.run_seconds else 0.0
 
+    @property
+    def jvm(self) -> str:
+        if self.warmup_events:
+            return f"warm (an untimed run over {self.warmup_events:,} events first)"
+        return "cold (the first run in this process)"
+
     def lines(self) -> list[str]:
         return [
             f"bench ingest {self.store}: {self.events:,} events, {self.keys:,} keys, "
             f"{self.cores} cores, master {self.spark_master}, {self.shuffle_partitions} shuffle partitions",
             f"  produce (untimed):   {self.produce_seconds:8.1f} s",
             f"  create tables (untimed): {self.create_seconds:4.1f} s",
-            f"  jvm:                 {'warm (untimed run over %s events first)' % f'{self.warmup_events:,}' if self.warmup_events else 'cold (first run in this process)'}",
+            f"  jvm:                 {self.jvm}",
             f"  run --once:          {self.run_seconds:8.1f} s  (Spark session start excluded)",
             f"  records in:          {self.records_in:>12,}  = {self.applied:,} applied + {self.dead_lettered:,} dead-lettered",
             f"  changelog records:   {self.changelog_records:>12,}",

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from deltastate.changelog.layout import is_windowed
 from deltastate.changelog.tables import ensure_tables
@@ -27,7 +28,7 @@ from deltastate.engine.writer import (
 )
 from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
-from deltastate.maintenance.checkpoint import any_query_started, verify_checkpoint
+from deltastate.maintenance.checkpoint import any_query_started, drop_orphan_temp_files, verify_checkpoint
 from deltastate.orchestration.lock import claim_checkpoint
 from deltastate.stores import load_store
 
@@ -52,6 +53,8 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     """resume: where a new checkpoint starts (deltastate restore saves one beside the checkpoint it
     creates, and every later run of that checkpoint reads it back)."""
     claim_checkpoint(settings, store_name)  # one writer per checkpoint: held while this process lives
+    # Under the lock no live writer owns Spark's temp files: a killed run's leftovers can go.
+    drop_orphan_temp_files(Path(settings.checkpoint_path(store_name)))
     store = load_store(settings, store_name)
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)

@@ -130,7 +130,6 @@ def drop_orphan_temp_files(checkpoint: Path) -> list[Path]:
 def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Raises CheckpointMismatchError when the store's checkpoint disagrees with its tables."""
     checkpoint = Path(settings.checkpoint_path(store.name))
-    drop_orphan_temp_files(checkpoint)
     changelog = _table_batches(spark, settings.table_path(store.name, CHANGELOG), with_epoch=True)
     intake = _table_batches(spark, settings.table_path(store.name, INTAKE), with_epoch=False)
     marker = checkpoint / LINEAGE_FILE
