@@ -114,7 +114,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Any non-zombie process left in the process group (a CLI's Python and its Spark JVM)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
@@ -146,14 +147,14 @@ class ContinuousRun:
             raise DeltastateError(f"the continuous run exited early ({self.proc.returncode}):\n{self.tail()}")
 
     def kill(self) -> None:
-        if self.proc.poll() is None or _group_alive(self.proc.pid):
+        if self.proc.poll() is None or group_alive(self.proc.pid):
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self.proc.wait(timeout=60)
         deadline = time.monotonic() + 60
-        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+        while group_alive(self.proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         self._fh.close()
 

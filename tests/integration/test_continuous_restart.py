@@ -27,6 +27,7 @@ from store_checks import (
     published_state,
 )
 
+from deltastate.bench.soak import child_env, group_alive
 from deltastate.config import PROJECT_ROOT, Settings, load_settings
 from deltastate.engine.runner import run_store
 
@@ -35,29 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 # -- continuous CLI run: stop, crash, restart ------------------------------------------------------
 def _cli_env(settings: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
-    env.update(DELTASTATE_HOME=str(settings.home), DELTASTATE_STORAGE=settings.storage_root,
-               DELTASTATE_BROKER_PORT=str(settings.broker_port),
-               DELTASTATE_CONTROLLER_PORT=str(settings.controller_port),
-               DELTASTATE_SHUFFLE_PARTITIONS=str(settings.shuffle_partitions),
-               DELTASTATE_MAX_VALUE_BYTES=str(settings.max_value_bytes),
-               DELTASTATE_DRIVER_MEMORY="1g",
-               # Spark's scratch space (and RocksDB's working copies): a killed JVM leaves it behind.
-               SPARK_LOCAL_DIRS=str(settings.home / "spark-local"))
+    env = child_env(settings)
     assert load_settings(env) == settings  # the subprocess sees exactly this test's settings
     return env
-
-
-def _group_alive(pgid: int) -> bool:
-    """Any non-zombie process left in the process group (the CLI's Python and its Spark JVM)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
 
 
 class CliRun:
@@ -84,7 +65,7 @@ class CliRun:
 
     def _wait_group(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while _group_alive(self.pgid):
+        while group_alive(self.pgid):
             if time.monotonic() > deadline:
                 os.killpg(self.pgid, signal.SIGKILL)
                 raise AssertionError(f"process group {self.pgid} still alive after {timeout}s:\n{self.tail()}")
@@ -106,7 +87,7 @@ class CliRun:
         self._fh.close()
 
     def cleanup(self) -> None:
-        if _group_alive(self.pgid):
+        if group_alive(self.pgid):
             os.killpg(self.pgid, signal.SIGKILL)
             self._wait_group(30)
         if not self._fh.closed:
