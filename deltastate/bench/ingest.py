@@ -2,7 +2,7 @@
 `--once` run over a backlog on a fresh topic.
 
 Untimed: producing the backlog, starting the Spark session and creating the store's empty Delta
-tables (a one-off per store, which costs 12-15 s of Delta class loading in a fresh JVM). Timed: the
+tables (a one-off per store, which costs 10-14 s of Delta class loading in a fresh JVM). Timed: the
 run itself, from the checkpoint check to the last committed batch. With warm-up events, a first
 untimed run over a separate small backlog and store warms the JVM, giving the steady-state figure
 of a long-running job instead of the first-run figure of a fresh process."""

@@ -58,6 +58,11 @@ def append_once(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
        .save(path))
 
 
+def sql_string_literal(text: str) -> str:
+    """text as a Spark SQL string literal: the parser unescapes backslashes, so they are escaped too."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
@@ -70,8 +75,8 @@ def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefin
     properties = DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {}
     recorded = properties.get(compat.PROPERTY)
     if recorded is None:
-        encoded = compat.encode(store).replace("'", "\\'")
-        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES ('{compat.PROPERTY}' = '{encoded}')")
+        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES "
+                  f"({sql_string_literal(compat.PROPERTY)} = {sql_string_literal(compat.encode(store))})")
         return
     changes = compat.differences(json.loads(recorded), compat.fingerprint(store))
     if changes:

@@ -19,7 +19,7 @@ def bench() -> None:
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
 @click.option("--store", default="player_stats", show_default=True,
               help="player_stats, trade_stats, pulse_counts or user_sessions.")
-@click.option("--warmup-events", default=0, show_default=True,
+@click.option("--warmup-events", type=click.IntRange(min=0), default=0, show_default=True,
               help="First an untimed run over this many events (separate topic and store): steady-state JIT.")
 def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None, store: str,
            warmup_events: int) -> None:

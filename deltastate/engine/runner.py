@@ -53,9 +53,9 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     """resume: where a new checkpoint starts (deltastate restore saves one beside the checkpoint it
     creates, and every later run of that checkpoint reads it back)."""
     claim_checkpoint(settings, store_name)  # one writer per checkpoint: held while this process lives
-    # Under the lock no live writer owns Spark's temp files: a killed run's leftovers can go.
-    drop_orphan_temp_files(Path(settings.checkpoint_path(store_name)))
     store = load_store(settings, store_name)
+    # Under the lock no live writer owns Spark's temp files: a killed run's leftovers can go.
+    drop_orphan_temp_files(Path(settings.checkpoint_path(store.name)))
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)
     verify_checkpoint(spark, settings, store)

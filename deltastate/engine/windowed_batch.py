@@ -73,7 +73,8 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame, store: StoreDefinition,
 def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
     delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                     F.max("partition").alias("delete_partition"))
-    # Only what the windows and the aggregations read is cached: not the raw record bytes.
+    # The windowed events are cached with only what the windows and aggregations read (the batch
+    # itself, raw bytes included, is cached once in write()).
     fields = sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
     windowed = add_windows(events.select("key_str", "partition", "offset", STREAM_TIME, *fields), store).persist()
     late = late_events(windowed).select("partition", "offset")

@@ -20,10 +20,6 @@ _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _SPARK_TYPE = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
 
 
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _type_ok(kind: Column, json_type: str) -> Column:
     if json_type == "integer":
         return kind.isin(*_INTEGER_TYPES)

@@ -95,6 +95,8 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
         if target not in field_names:
             raise StoreDefinitionError(name, f"aggregation {target!r} is not a field of value schema {value_schema_name}")
         source_field = spec.get("field")
+        if op == "count" and source_field is not None:
+            raise StoreDefinitionError(name, f"aggregation {target!r}: count reads no field (got field {source_field!r})")
         if op != "count":
             if source_field not in props:
                 raise StoreDefinitionError(name, f"aggregation {target!r} reads {source_field!r}, not a field of {event_schema_name}")

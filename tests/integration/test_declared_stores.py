@@ -1,17 +1,22 @@
 """A store declared only in YAML runs and is queryable; a definition change that would break the
-existing changelog and checkpoint is refused before the first batch, naming what changed."""
+existing changelog and checkpoint is refused before the first batch, naming what changed; a
+definition the loader cannot honour is refused when it is read."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
+from delta.tables import DeltaTable
 from reference import ReferenceTopic
 from reference_windowed import Spec, run
 
+from deltastate.changelog.layout import changelog_columns
+from deltastate.changelog.tables import check_definition, sql_string_literal
 from deltastate.engine.runner import run_store
 from deltastate.errors import StoreDefinitionError
 from deltastate.ingest.partitioner import partition_for
@@ -19,7 +24,8 @@ from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.ingest.timed_workloads import TimeShape, click_records
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot
-from deltastate.stores import load_store
+from deltastate.stores import compat, load_store
+from deltastate.stores.definition import TombstoneRule
 
 pytestmark = pytest.mark.integration
 REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
@@ -43,7 +49,7 @@ def schemas_copy(tmp_path: Path) -> Path:
     target = tmp_path / "schemas"
     shutil.copytree(REPO_SCHEMAS, target)
     (target / "stores" / "page_views.yaml").write_text(yaml.safe_dump(PAGE_VIEWS))
-    (target / "values" / "page_views.v1.json").write_text(__import__("json").dumps(PAGE_VIEWS_VALUE))
+    (target / "values" / "page_views.v1.json").write_text(json.dumps(PAGE_VIEWS_VALUE))
     return target
 
 
@@ -91,3 +97,37 @@ def test_definition_change_is_refused_before_the_first_batch(broker, spark, make
     (schemas / "stores" / "page_views.yaml").write_text(yaml.safe_dump(dict(PAGE_VIEWS, window={
         "size": "10min", "grace": "1min", "retention": "3h"})))
     assert run_store(settings, "page_views", once=True, topic=topic).records_in == len(more)
+
+
+def test_count_with_a_field_is_refused(make_settings, tmp_path):
+    schemas = schemas_copy(tmp_path)
+    bad = dict(PAGE_VIEWS, aggregations=dict(PAGE_VIEWS["aggregations"], views={"op": "count", "field": "nope"}))
+    (schemas / "stores" / "page_views.yaml").write_text(yaml.safe_dump(bad))
+    settings = dataclasses.replace(make_settings(), schemas_dir=schemas)
+    with pytest.raises(StoreDefinitionError, match=r"'views': count reads no field \(got field 'nope'\)"):
+        load_store(settings, "page_views")
+
+
+@pytest.mark.parametrize("text", ["plain", "it's", 'say "hi"', "back\\slash", "\\'", "é ü 💡", "new\nline"])
+def test_sql_string_literals_round_trip_through_spark(spark, text):
+    assert spark.sql(f"SELECT {sql_string_literal(text)} AS v").first()["v"] == text
+
+
+def test_a_changelog_without_its_definition_gets_it_recorded(spark, make_settings, tmp_path):
+    """Changelogs created before the definition was recorded at creation get it on their next run,
+    intact whatever characters the definition holds, and later changes are then refused."""
+    store = dataclasses.replace(load_store(make_settings(), "pulse_counts"),
+                                tombstone_rule=TombstoneRule(True, "event", 'check "out" \\ é'))
+    path = str(tmp_path / "changelog")
+    builder = DeltaTable.create(spark).location(path)
+    for name, type_ in changelog_columns(store):
+        builder = builder.addColumn(name, type_)
+    builder.execute()
+
+    check_definition(spark, path, store)
+    recorded = DeltaTable.forPath(spark, path).detail().first()["properties"][compat.PROPERTY]
+    assert json.loads(recorded) == compat.fingerprint(store)
+    check_definition(spark, path, store)  # the same definition runs
+    changed = dataclasses.replace(store, tombstone_rule=TombstoneRule(True, "event", "checkout"))
+    with pytest.raises(StoreDefinitionError, match="tombstone"):
+        check_definition(spark, path, changed)
