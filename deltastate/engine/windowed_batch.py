@@ -70,13 +70,18 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame, store: StoreDefinition,
     )
 
 
+def _event_fields(store: StoreDefinition) -> list[str]:
+    """The event fields a batch reads: the aggregations' sources and the event time."""
+    return sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
+
+
 def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
     delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                     F.max("partition").alias("delete_partition"))
     # The windowed events are cached with only what the windows and aggregations read (the batch
     # itself, raw bytes included, is cached once in write()).
-    fields = sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
-    windowed = add_windows(events.select("key_str", "partition", "offset", STREAM_TIME, *fields), store).persist()
+    read = events.select("key_str", "partition", "offset", STREAM_TIME, *_event_fields(store))
+    windowed = add_windows(read, store).persist()
     late = late_events(windowed).select("partition", "offset")
     contributions = window_contributions(windowed.where(F.size("windows") > 0), store, delete_offsets)
     touched = windowed.select("key_str").unionByName(deletes.select("key_str"))
@@ -91,7 +96,7 @@ def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, ho
 
 
 def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
-    fields = sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
+    fields = _event_fields(store)
     records = events.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.col(store.event_time_field).alias("ts"), STREAM_TIME, F.lit(False).alias("is_delete"),
