@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,9 @@ def _reaped(pid: int) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    """True when pid is a live (non-zombie) Kafka JVM; a reused pid running something else is dead."""
+    """True when pid (from the pid file) is a live, non-zombie Kafka JVM; a reused pid running something
+    else is dead. Not for a child just spawned: until the kernel finishes its exec, a new process's
+    cmdline reads empty (seen here in 23 of 300 java starts), so it would look dead."""
     if _reaped(pid):
         return False
     try:
@@ -97,6 +100,15 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _exit_reason(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
 
 
 def _await_exit(pid: int, timeout: float = 10) -> None:
@@ -154,7 +166,7 @@ class LocalBroker:
                                     cwd=self.dir, start_new_session=True)
         self.pid_file.write_text(f"{proc.pid}\n")
         try:
-            self._wait_ready(proc.pid, timeout, offsets=offsets)
+            self._wait_ready(proc.pid, timeout, offsets=offsets, exited=proc.poll)
         except InfraError:
             self._stop(proc.pid, grace=10)
             raise
@@ -243,13 +255,17 @@ class LocalBroker:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-LOG_TAIL_LINES:])
             raise InfraError(f"formatting Kafka storage in {self.data_dir} failed (exit {proc.returncode}):\n{tail}")
 
-    def _wait_ready(self, pid: int, timeout: float, offsets: dict[Path, int]) -> None:
-        """Wait for the "started" log line, then for a metadata request to succeed."""
+    def _wait_ready(self, pid: int, timeout: float, offsets: dict[Path, int],
+                    exited: Callable[[], int | None] | None = None) -> None:
+        """Wait for the "started" log line, then for a metadata request to succeed. exited is the
+        child's poll when we spawned it: the pid-file check (_alive) misreads a process still in exec."""
         deadline = time.monotonic() + timeout
         while True:
-            if not _alive(pid):
+            returncode = exited() if exited is not None else None
+            if returncode is not None or (exited is None and not _alive(pid)):
                 self.pid_file.unlink(missing_ok=True)
-                raise InfraError(f"the local Kafka broker (pid {pid}) exited during start-up\n"
+                how = f" ({_exit_reason(returncode)})" if returncode is not None else ""
+                raise InfraError(f"the local Kafka broker (pid {pid}) exited during start-up{how}\n"
                                  f"{_tail(offsets)}")
             if STARTED_LINE in _read_from(self.log_file, offsets[self.log_file]) and self._topic_count(timeout=2.0) is not None:
                 return

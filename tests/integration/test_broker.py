@@ -109,3 +109,41 @@ def test_down_stops_the_process(broker: LocalBroker) -> None:
     status = broker.status()
     assert not status.running and status.pid is None and status.topics is None
     assert broker.down() is False
+
+
+def test_start_does_not_mistake_a_child_in_exec_for_a_dead_one(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # Right after Popen returns, the kernel may not have finished the child's exec and its cmdline
+    # reads empty, so the pid-file check calls it dead (CI once killed a healthy broker that way).
+    # Make that check see "dead" for the whole start: the start must watch its own child instead.
+    import deltastate.infra.broker as broker_module
+
+    monkeypatch.setattr(broker_module, "_alive", lambda pid: False)
+    local = LocalBroker(settings_for(tmp_path / "home", free_port(), free_port()))
+    proc_pid = None
+    try:
+        assert local.up(timeout=120) == local.bootstrap
+        proc_pid = int(local.pid_file.read_text())
+        os.kill(proc_pid, 0)  # still running: the start did not give up on it
+    finally:
+        monkeypatch.undo()
+        local.down()
+    assert proc_pid is not None and not local.status().running
+
+
+def test_a_broker_that_exits_during_start_says_how(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A `java` that does everything for real (Maven, storage format) but exits 3 instead of running
+    # the broker.
+    import shutil
+
+    real_java = shutil.which("java")
+    assert real_java is not None
+    fake = tmp_path / "bin" / "java"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *" kafka.Kafka "*) exit 3;; esac\nexec "{real_java}" "$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    local = LocalBroker(settings_for(tmp_path / "home", free_port(), free_port()))
+    with pytest.raises(InfraError, match=r"exited during start-up \(exit code 3\)"):
+        local.up(timeout=60)
+    assert not local.status().running
