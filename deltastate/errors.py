@@ -45,3 +45,8 @@ class KeyNotFoundError(QueryError):
 
 class CheckpointMismatchError(DeltastateError):
     """The stream's checkpoint disagrees with the store's changelog."""
+
+
+class AuditMismatchError(DeltastateError):
+    """A micro-batch's counts cannot be reconciled: the stream's running totals disagree with the
+    audit table, or Kafka no longer holds the records a batch must write as dead letters."""

@@ -3,7 +3,7 @@
 changelog   one row per changed store key per micro-batch; the latest row per key, ordered by
             (epoch, batch_id), is the store's state; op = 'delete' rows are tombstones.
 deadletter  records that could not be applied, with the reason and the raw bytes.
-intake      one audit row per micro-batch of the intake query: records in = applied + dead-lettered.
+intake      one audit row per micro-batch of the store's query: records in = applied + dead-lettered.
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     # time is the max of these over its batches (Kafka Streams keeps stream time per partition).
     ("stream_times", "string"),
     ("write_time", "timestamp"),
+    # JSON {partition: [records_in, applied, dead_lettered, tombstones]} of the batch. Added after the
+    # first release, so last: older tables gain it on their next audit append (older rows read null).
+    ("partition_counts", "string"),
 )
 
 

@@ -51,11 +51,14 @@ def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinitio
             f"deltastate intake audit of store {store.name}")
 
 
-def append_once(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
-    """Appends df unless Delta already holds (app_id, batch_id)."""
-    (df.write.format("delta").mode("append")
-       .option("txnAppId", app_id).option("txnVersion", batch_id)
-       .save(path))
+def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False) -> None:
+    """Appends df unless Delta already holds (app_id, batch_id). merge_schema: df may bring columns
+    a table created by an earlier deltastate lacks (Delta adds them; older rows read null)."""
+    writer = (df.write.format("delta").mode("append")
+              .option("txnAppId", app_id).option("txnVersion", batch_id))
+    if merge_schema:
+        writer = writer.option("mergeSchema", "true")
+    writer.save(path)
 
 
 def sql_string_literal(text: str) -> str:

@@ -36,8 +36,8 @@ def restore(store: str) -> None:
     report = restore_store(load_settings(), store, listener=_ProgressListener())
     if report.moved_checkpoint:
         click.echo(f"old checkpoint moved to {report.moved_checkpoint}")
-    if report.orphan_dead_letters:
-        click.echo(f"removed {report.orphan_dead_letters} dead letters of batches without an audit row")
+    if report.orphans:
+        click.echo(f"removed {report.orphans} dead letters and changelog rows of batches without an audit row")
     offsets = ", ".join(f"{p}:{o}" for p, o in sorted(report.starting_offsets.items())) or "earliest"
     click.echo(f"{store}: new lineage {report.lineage_id} (epoch {report.epoch}); the next run resumes at "
                f"offsets {offsets}; run `deltastate run {store}`")

@@ -17,39 +17,27 @@ EARLIEST = -2  # Spark's Kafka source: -2 in a startingOffsets JSON means the ea
 
 @dataclass(frozen=True)
 class ResumePlan:
-    """starting_offsets: Kafka partition -> next offset to read (the offsets the changelog and the
-    intake audit record as processed, plus one).
+    """starting_offsets: Kafka partition -> next offset to read (one past what the intake audit
+    records as processed; a batch is done once its audit row landed).
     seed_path: a Delta table holding the store's latest state (changelog.reader.state_columns) that
     seeds the new checkpoint's state; None when the engine reads its state from the changelog
-    itself (window and session stores).
-    audit_offsets: where the intake (audit and dead letter) query resumes, when it differs from the
-    state's offsets (None: starting_offsets). The two queries commit independently, so each resumes
-    after what its own table records."""
+    itself (window and session stores)."""
 
     starting_offsets: dict[int, int] = field(default_factory=dict)
     seed_path: str | None = None
-    audit_offsets: dict[int, int] | None = None
 
     def kafka_starting_offsets(self, topic: str, partitions: int | None = None) -> str:
-        """The JSON Spark's Kafka source takes for startingOffsets (the state's offsets)."""
+        """The JSON Spark's Kafka source takes for startingOffsets."""
         return offsets_json(topic, self.starting_offsets, partitions)
-
-    def audit_starting_offsets(self, topic: str, partitions: int | None = None) -> str:
-        offsets = self.starting_offsets if self.audit_offsets is None else self.audit_offsets
-        return offsets_json(topic, offsets, partitions)
 
     def to_json(self) -> str:
         return json.dumps({"starting_offsets": {str(p): o for p, o in sorted(self.starting_offsets.items())},
-                           "seed_path": self.seed_path,
-                           "audit_offsets": None if self.audit_offsets is None else
-                           {str(p): o for p, o in sorted(self.audit_offsets.items())}})
+                           "seed_path": self.seed_path})
 
     @classmethod
     def from_json(cls, text: str) -> ResumePlan:
         data = json.loads(text)
-        audit = data.get("audit_offsets")
-        return cls({int(p): int(o) for p, o in data["starting_offsets"].items()}, data.get("seed_path"),
-                   None if audit is None else {int(p): int(o) for p, o in audit.items()})
+        return cls({int(p): int(o) for p, o in data["starting_offsets"].items()}, data.get("seed_path"))
 
 
 def offsets_json(topic: str, offsets: dict[int, int], partitions: int | None = None) -> str:

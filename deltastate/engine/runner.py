@@ -1,4 +1,4 @@
-"""Runs a store: starts its intake and changelog queries and waits for them.
+"""Runs a store: starts its streaming query (checkpoint folder `stream`) and waits for it.
 
 once        Trigger.AvailableNow: process everything in the topic at start, commit, stop.
 continuous  a processing-time trigger (the commit interval) until SIGINT/SIGTERM or `stop_after`.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +17,9 @@ from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.fold import register_fold
 from deltastate.engine.lineage import Lineage, load_or_create
-from deltastate.engine.plan import changelog_stream, classified_stream, seed_stream, source_stream
+from deltastate.engine.plan import QUERY, classified_stream, seed_stream, source_stream, store_stream
 from deltastate.engine.resume import ResumePlan, load_plan, save_plan, topic_partitions
-from deltastate.engine.writer import (
-    BatchListener,
-    BatchReport,
-    changelog_writer,
-    intake_writer,
-)
+from deltastate.engine.writer import BatchListener, BatchReport, store_writer
 from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.checkpoint import any_query_started, drop_orphan_temp_files, verify_checkpoint
@@ -72,46 +66,30 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     on_batch = counting_listener(result, listener)
 
     topic = topic or store.source.topic
-    if resume is None:
-        intake_in = changelog_in = classified_stream(
-            source_stream(spark, settings, topic, max_offsets_per_trigger), settings, store)
-        seed = None
-    else:  # the two queries resume after what their own tables record
-        partitions = topic_partitions(settings.kafka_bootstrap, topic)
-        intake_in, changelog_in = (
-            classified_stream(source_stream(spark, settings, topic, max_offsets_per_trigger, offsets),
-                              settings, store)
-            for offsets in (resume.audit_starting_offsets(topic, partitions),
-                            resume.kafka_starting_offsets(topic, partitions)))
+    starting = "earliest"
+    seed = None
+    if resume is not None:  # a restored checkpoint: its state is seeded, Kafka read from the audited offsets
+        starting = resume.kafka_starting_offsets(topic, topic_partitions(settings.kafka_bootstrap, topic))
         seed = seed_stream(spark, resume.seed_path) if resume.seed_path else None
-
-    def start(df, name: str, writer: Callable, mode: str):
-        w = (df.writeStream.queryName(f"{store_name}-{name}")
-             .option("checkpointLocation", lineage.query_checkpoint(name))
-             .outputMode(mode).foreachBatch(writer))
-        w = w.trigger(availableNow=True) if once else w.trigger(processingTime=trigger)
-        return w.start()
-
+    classified = classified_stream(source_stream(spark, settings, topic, max_offsets_per_trigger, starting),
+                                   settings, store)
+    writer = (store_stream(classified, store, fold, seed).writeStream.queryName(f"{store_name}-{QUERY}")
+              .option("checkpointLocation", lineage.query_checkpoint(QUERY))
+              .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, on_batch)))
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
     started = time.monotonic()
-    queries = [
-        start(intake_in, "intake", intake_writer(settings, store, lineage, on_batch), "append"),
-        start(changelog_stream(changelog_in, store, fold, seed), "changelog",
-              changelog_writer(settings, store, fold, lineage, on_batch), "update"),
-    ]
+    query = writer.start()
     try:
         if once:
-            for q in queries:
-                q.awaitTermination()
+            query.awaitTermination()
         else:
-            _wait_continuous(queries, stop_after, stop_event)
+            _wait_continuous([query], stop_after, stop_event)
     finally:
-        for q in queries:
-            if q.isActive:
-                q.stop()
-    for q in queries:
-        if q.exception() is not None:
-            raise q.exception()
-        result.progress[q.name] = [dict(p) if not isinstance(p, dict) else p for p in q.recentProgress]
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise query.exception()
+    result.progress[query.name] = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
     result.seconds = time.monotonic() - started
     return result
 

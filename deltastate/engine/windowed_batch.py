@@ -178,11 +178,13 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             audit = spark.createDataFrame(
                 [(lineage.lineage_id, batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
                   totals["tombstones"], json.dumps({str(r["partition"]): [int(r["lo"]), int(r["hi"])] for r in ordered}),
-                  totals["late"], json.dumps({str(p): ms for p, ms in sorted(batch_max.items())}))],
+                  totals["late"], json.dumps({str(p): ms for p, ms in sorted(batch_max.items())}),
+                  json.dumps({str(r["partition"]): [int(r[k]) for k in ("records_in", "applied", "dead_lettered",
+                                                                        "tombstones")] for r in ordered}))],
                 "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-                "tombstones bigint, offsets string, late bigint, stream_times string",
+                "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string",
             ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
-            append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id)
+            append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:

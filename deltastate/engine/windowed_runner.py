@@ -1,6 +1,6 @@
 """Runs a window or session store: one streaming query whose micro-batches windowed_batch applies.
 
-Unlike key-value stores (Spark's RocksDB state, two queries), these stores keep their state in the
+Unlike key-value stores (Spark's RocksDB state), these stores keep their state in the
 changelog and decide lateness per record from per-partition stream time, Kafka Streams' rule; both
 need the whole micro-batch at once, so the one query classifies, merges and writes in foreachBatch.
 """
@@ -13,14 +13,12 @@ from pyspark.sql import SparkSession
 
 from deltastate.config import Settings
 from deltastate.engine.lineage import Lineage
-from deltastate.engine.plan import source_stream
+from deltastate.engine.plan import QUERY, source_stream
 from deltastate.engine.resume import ResumePlan
 from deltastate.engine.windowed_batch import windowed_writer
 from deltastate.engine.writer import BatchListener
 from deltastate.ingest.decode import classify
 from deltastate.stores.definition import StoreDefinition
-
-QUERY = "stream"
 
 
 def start_windowed(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, *,

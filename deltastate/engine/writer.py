@@ -1,7 +1,8 @@
-"""foreachBatch writers: turn one micro-batch into Delta appends that land exactly once.
+"""The foreachBatch writer of a key-value store: one micro-batch into Delta appends that each land
+exactly once (changelog, dead letters, audit).
 
-Each batch DataFrame is persisted before use: a stateful plan evaluated twice would run its state
-update twice, and the intake batch is read for dead letters and for the audit counts.
+The batch DataFrame is persisted before use: a stateful plan evaluated twice would run its state
+update twice.
 """
 
 from __future__ import annotations
@@ -10,14 +11,25 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
+from deltastate.engine.audit import (
+    BatchAudit,
+    Ledger,
+    RunningTotals,
+    advance,
+    batch_audit,
+    load_ledger,
+    reread_dead_letters,
+)
 from deltastate.engine.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.lineage import Lineage
+from deltastate.engine.plan import AUDIT_COLUMNS, AUDIT_PARTITION
+from deltastate.errors import AuditMismatchError
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -57,73 +69,83 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
     )
 
 
-def changelog_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
-                     listener: BatchListener | None = None):
-    path = settings.table_path(store.name, layout.CHANGELOG)
-    app_id = lineage.app_id(layout.CHANGELOG)
+def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage, topic: str,
+                 listener: BatchListener | None = None):
+    """One micro-batch of a key-value store: its changelog records, its dead letters, then its audit
+    row, each appended once. The audit row lands last: a batch is done when it has one."""
+    paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
+    dead_columns = [name for name, _ in layout.DEADLETTER_COLUMNS]
+    ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        records = changelog_records(batch, store, fold, lineage, batch_id).persist()
+        nonlocal ledger
+        b = batch.persist()
         try:
-            counts = records.groupBy(layout.OP).count().collect()
-            by_op = {row[layout.OP]: int(row["count"]) for row in counts}
-            if by_op:
-                append_once(records, path, app_id, batch_id)
+            running = {int(r[AUDIT_PARTITION]): RunningTotals(
+                           tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
+                           None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
+                       for r in b.where(F.col(AUDIT_PARTITION).isNotNull()).select(AUDIT_PARTITION, *AUDIT_COLUMNS)
+                       .collect()}
+            if ledger.next_batch != batch_id:
+                ledger = load_ledger(batch.sparkSession, settings, store, lineage, batch_id)
+            audit = batch_audit(ledger, running, store.name, batch_id)
+            records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage,
+                                        batch_id).persist()
+            try:
+                by_op = {row[layout.OP]: int(row["count"]) for row in records.groupBy(layout.OP).count().collect()}
+                if by_op:
+                    append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
+            finally:
+                records.unpersist()
         finally:
-            records.unpersist()
+            b.unpersist()
+        if audit.counts:
+            _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
+                                paths[layout.DEADLETTER], dead_columns)
+            append_once(_audit_row(batch.sparkSession, lineage, batch_id, audit), paths[layout.INTAKE],
+                        lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
+        ledger = advance(ledger, audit, batch_id)
         if listener:
+            if audit.counts:
+                listener(BatchReport("intake", batch_id, audit.total("records_in"),
+                                     {k: audit.total(k) for k in ("applied", "dead_lettered", "tombstones")}))
             listener(BatchReport("changelog", batch_id, sum(by_op.values()), by_op))
 
     return write
 
 
-def intake_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
-                  listener: BatchListener | None = None):
-    """Dead letters and the batch's audit row. One aggregation pass gives the counts and offset
-    ranges per partition; the batch is read a second time only when it holds dead letters, which
-    is rare, instead of caching every record of every batch."""
-    dead_path = settings.table_path(store.name, layout.DEADLETTER)
-    intake_path = settings.table_path(store.name, layout.INTAKE)
-    columns = [name for name, _ in layout.DEADLETTER_COLUMNS]
+def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                        topic: str, audit: BatchAudit, batch_id: int, path: str, columns: list[str]) -> None:
+    expected = audit.total("dead_lettered")
+    if not expected:
+        return
+    dead = (reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters())
+            .withColumn("partition", F.col("partition").cast("int"))
+            .withColumn("value_size", F.col("value_size").cast("int"))
+            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            .withColumn("query_id", F.lit(lineage.lineage_id))
+            .withColumn("write_time", F.current_timestamp())
+            .select(*columns)).persist()
+    try:
+        found = dead.count()
+        if found != expected:
+            raise AuditMismatchError(
+                f"store {store.name!r}, batch {batch_id}: {expected} records of topic {topic!r} failed, but "
+                f"reading offsets {audit.with_dead_letters()} again found {found}; nothing was written for "
+                "the batch's audit, which stays to be done")
+        append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
+    finally:
+        dead.unpersist()
 
-    def write(batch: DataFrame, batch_id: int) -> None:
-        valid = F.col("reason").isNull()
-        per_partition = batch.groupBy("partition").agg(
-            F.count(F.lit(1)).alias("records_in"),
-            F.count_if(valid).alias("applied"),
-            F.count_if(~valid).alias("dead_lettered"),
-            F.count_if(valid & F.col("is_tombstone")).alias("tombstones"),
-            F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-            F.max(F.when(valid & ~F.col("is_tombstone"), F.col(store.event_time_field))).alias("stream_time"),
-        ).collect()
-        if not per_partition:
-            return
-        totals = {k: sum(int(r[k]) for r in per_partition)
-                  for k in ("records_in", "applied", "dead_lettered", "tombstones")}
-        if totals["dead_lettered"]:
-            dead = (batch.where(~valid)
-                    .withColumn("partition", F.col("partition").cast("int"))
-                    .withColumn("value_size", F.col("value_size").cast("int"))
-                    .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                    .withColumn("query_id", F.lit(lineage.lineage_id))
-                    .withColumn("write_time", F.current_timestamp())
-                    .select(*columns))
-            append_once(dead, dead_path, lineage.app_id(layout.DEADLETTER), batch_id)
-        offsets = json.dumps({str(r["partition"]): [int(r["lo"]), int(r["hi"])]
-                              for r in sorted(per_partition, key=lambda r: r["partition"])})
-        # The batch's newest event time per partition (stream time is the running max over batches).
-        stream_times = json.dumps({str(r["partition"]): int(r["stream_time"])
-                                   for r in sorted(per_partition, key=lambda r: r["partition"])
-                                   if r["stream_time"] is not None})
-        audit = batch.sparkSession.createDataFrame(
-            [(lineage.lineage_id, batch_id, totals["records_in"], totals["applied"],
-              totals["dead_lettered"], totals["tombstones"], offsets, 0, stream_times)],
-            "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-            "tombstones bigint, offsets string, late bigint, stream_times string",
-        ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
-        append_once(audit, intake_path, lineage.app_id(layout.INTAKE), batch_id)
-        if listener:
-            listener(BatchReport("intake", batch_id, totals["records_in"],
-                                 {k: totals[k] for k in ("applied", "dead_lettered", "tombstones")}))
 
-    return write
+def _audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, audit: BatchAudit) -> DataFrame:
+    def by_partition(values: dict) -> str:
+        return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
+
+    return spark.createDataFrame(
+        [(lineage.lineage_id, batch_id, audit.total("records_in"), audit.total("applied"),
+          audit.total("dead_lettered"), audit.total("tombstones"), by_partition(audit.offsets), 0,
+          by_partition(audit.stream_times), by_partition(audit.counts))],
+        "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
+        "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string",
+    ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])

@@ -20,17 +20,12 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE, is_windowed
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.engine.lineage import LINEAGE_FILE
+from deltastate.engine.plan import QUERY
 from deltastate.errors import CheckpointMismatchError
 from deltastate.stores.definition import StoreDefinition
 
-
-def _queries(store: StoreDefinition) -> dict[str, tuple[str, ...]]:
-    """Query (checkpoint subfolder) -> the tables its batches land in, by store type."""
-    if is_windowed(store):
-        from deltastate.engine.windowed_runner import QUERY
-
-        return {QUERY: (CHANGELOG, INTAKE)}
-    return {"intake": (INTAKE,), "changelog": (CHANGELOG,)}
+# Query folders of deltastate's earlier key-value engine (one intake and one changelog query).
+TWO_QUERY_FOLDERS = ("intake", "changelog")
 
 
 @dataclass(frozen=True)
@@ -151,9 +146,13 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
         qid, e = max(newer.items(), key=lambda item: item[1])
         raise _refuse(store.name, f"checkpoint {checkpoint} (lineage {lineage_id}, epoch {epoch}) is superseded: "
                                   f"the changelog holds epoch {e} from lineage {qid}")
-    for query, tables in _queries(store).items():
-        newest = [b for b in ((changelog if t == CHANGELOG else intake).newest_batch(lineage_id) for t in tables)
-                  if b is not None]
-        # Only the key-value changelog query keeps Spark state (window and session state is in the changelog).
-        _check_query(store.name, checkpoint / query, max(newest, default=None), "/".join(tables),
-                     stateful=not is_windowed(store) and query == "changelog")
+    two_query = [name for name in TWO_QUERY_FOLDERS if query_started(str(checkpoint / name))]
+    if two_query:
+        raise CheckpointMismatchError(
+            f"store {store.name!r}: checkpoint {checkpoint} holds the {' and '.join(two_query)} queries of "
+            "deltastate's earlier two-query engine, which this engine cannot continue; replay the topic into "
+            "a new storage root (DELTASTATE_STORAGE)")
+    newest = [b for b in (changelog.newest_batch(lineage_id), intake.newest_batch(lineage_id)) if b is not None]
+    # Key-value state lives in Spark's state store; window and session state is in the changelog.
+    _check_query(store.name, checkpoint / QUERY, max(newest, default=None), f"{CHANGELOG}/{INTAKE}",
+                 stateful=not is_windowed(store))

@@ -1,18 +1,15 @@
 """Restore: rebuild a store's checkpoint from its changelog when the Spark checkpoint is lost or
 corrupt (Kafka Streams restores a lost state store from its changelog topic the same way).
 
-Steps: move the old checkpoint folder aside; take the changelog's latest version V; write the live
-state at V (one row per live key, so the work follows the state's size, not the history's length)
-to a seed Delta table inside a new checkpoint with a new lineage and the next epoch; record where
-each query resumes in the topic: the state query after the highest source offset the changelog
-holds per partition, the intake query after the highest offset its audit rows hold. The next
-`deltastate run` seeds its state from the table and reads Kafka from there: no event is lost and
-none is counted twice.
-
-Why the state query may resume after the changelog's offsets: every applied record (a put or a
-tombstone) leaves its offset on its key's changelog row; records after the highest such offset that
-the old run did read were dead letters, which change no state. If compaction dropped a key's final
-tombstone, the replay starts before it and ends with that tombstone again, deleting the key again.
+Steps: move the old checkpoint folder aside; remove what batches left half-written (dead letters and
+changelog rows of batches whose audit row never landed: a store's query appends changelog, dead
+letters, then the audit row, and a batch is done when its audit row landed); take the changelog's
+latest version V; for a key-value store, write the live state at V (one row per live key, so the
+work follows the state's size, not the history's length) to a seed Delta table inside a new
+checkpoint with a new lineage and the next epoch; record that the new query resumes one past the
+highest offset the audit holds per partition. The next `deltastate run` seeds its state from the
+table and reads Kafka from there: no event is lost and none is counted twice. Window and session
+stores need no seed: their state is the changelog itself.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
 from deltastate.engine.lineage import load_or_create
 from deltastate.engine.resume import ResumePlan, save_plan
+from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
 from deltastate.orchestration.lock import claim_checkpoint
@@ -49,11 +47,10 @@ class RestoreReport:
     lineage_id: str  # the new checkpoint's lineage
     epoch: int
     records_restored: int  # live state rows written to the seed
-    starting_offsets: dict[int, int] = field(default_factory=dict)  # state query: partition -> next offset
-    audit_offsets: dict[int, int] = field(default_factory=dict)  # intake query: partition -> next offset
+    starting_offsets: dict[int, int] = field(default_factory=dict)  # partition -> next offset to read
     seed_path: str | None = None
     moved_checkpoint: str | None = None  # where the old checkpoint folder went
-    orphan_dead_letters: int = 0  # dead letters of batches whose audit row never landed, removed
+    orphans: int = 0  # dead letters and changelog rows of batches whose audit row never landed, removed
     seconds: float = 0.0
 
 
@@ -65,18 +62,6 @@ def _move_aside(checkpoint: str) -> str | None:
     target = folder.with_name(f"{folder.name}.lost-{datetime.now(UTC):%Y%m%dT%H%M%S%f}")
     folder.rename(target)
     return str(target)
-
-
-def changelog_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
-                      version: int | None) -> dict[int, int]:
-    """Partition -> one past the highest source offset the changelog holds at version."""
-    if version is None:
-        return {}
-    df = (spark.read.format("delta").option("versionAsOf", int(version))
-          .load(settings.table_path(store.name, CHANGELOG))
-          .where(F.col("source_partition").isNotNull() & (F.col("source_offset") >= 0)))
-    rows = df.groupBy("source_partition").agg(F.max("source_offset").alias("hi")).collect()
-    return {int(r["source_partition"]): int(r["hi"]) + 1 for r in rows}
 
 
 def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
@@ -128,8 +113,35 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
         state.unpersist()
 
 
-def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
-    """Window and session stores: changelog rows of micro-batches whose audit row never landed."""
+def engine_lineages_without_counts(spark: SparkSession, settings: Settings, store: StoreDefinition) -> set[str]:
+    """Lineages whose audit rows lack partition counts: a key-value store written by deltastate's
+    earlier two-query engine, whose audit and changelog batch ids do not match."""
+    path = settings.table_path(store.name, INTAKE)
+    if is_windowed(store) or not table_exists(spark, path):
+        return set()
+    df = spark.read.format("delta").load(path)
+    if "partition_counts" not in df.columns:
+        return {r["query_id"] for r in df.select("query_id").distinct().collect()}
+    return {r["query_id"] for r in df.where(F.col("partition_counts").isNull()).select("query_id").distinct().collect()}
+
+
+def _refuse_two_query_lineage(spark: SparkSession, settings: Settings, store: StoreDefinition,
+                              old: set[str]) -> None:
+    if not old:
+        return
+    log = spark.read.format("delta").load(settings.table_path(store.name, CHANGELOG))
+    newest = log.where(~F.col("query_id").startswith("deltastate-cleanup/")).orderBy(F.col("epoch").desc()) \
+        .select("query_id").first()
+    if newest is not None and newest["query_id"] in old:
+        raise CheckpointMismatchError(
+            f"store {store.name!r}: its newest lineage {newest['query_id']} was written by deltastate's earlier "
+            "two-query engine (its audit rows have no partition counts), which restore cannot resume exactly; "
+            "replay the topic into a new storage root (DELTASTATE_STORAGE) instead")
+
+
+def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition,
+                             keep: set[str] | None = None) -> int:
+    """Changelog rows of micro-batches whose audit row never landed (lineages in keep excepted)."""
     log_path, intake_path = settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE)
     if not (table_exists(spark, log_path) and table_exists(spark, intake_path)):
         return 0
@@ -137,7 +149,7 @@ def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: Sto
     from deltastate.maintenance.retention import QUERY_ID
 
     cleanup_ids = list(set(QUERY_ID.values()))  # cleanup's tombstones have no audit rows, by design
-    orphans = (spark.read.format("delta").load(log_path).where(~F.col("query_id").isin(cleanup_ids))
+    orphans = (spark.read.format("delta").load(log_path).where(~F.col("query_id").isin(cleanup_ids, *(keep or ())))
                .join(audited, ["query_id", "batch_id"], "left_anti")
                .groupBy("query_id", "batch_id").count().collect())
     if not orphans:
@@ -158,21 +170,16 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     store = load_store(settings, store_name)
     spark = spark or get_spark(settings, f"deltastate-restore-{store_name}")
     ensure_tables(spark, settings, store)
+    old = engine_lineages_without_counts(spark, settings, store)
+    _refuse_two_query_lineage(spark, settings, store, old)
     moved = _move_aside(settings.checkpoint_path(store.name))
     version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
     mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
     orphans = drop_orphan_dead_letters(spark, settings, store)
-    intake_offsets = audit_offsets(spark, settings, store)
-    if mode == "partial":
-        # One query writes a window/session batch: changelog, dead letters, then the audit row. A batch
-        # is done when its audit row landed; changelog rows of a batch without one are removed and the
-        # batch runs again from the audited offsets (its state is the changelog itself).
-        orphans += drop_unaudited_changelog(spark, settings, store)
-        version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
-        state_offsets = dict(intake_offsets)
-    else:
-        state_offsets = changelog_offsets(spark, settings, store, version)
+    orphans += drop_unaudited_changelog(spark, settings, store, keep=old)
+    version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+    offsets = audit_offsets(spark, settings, store)
     lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch
     seed_path, restored = None, 0
     if mode == "full" and version is not None:
@@ -180,8 +187,8 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
         restored = _write_seed(spark, settings, store, version, seed_path, listener)
         if restored == 0:
             seed_path = None  # nothing live: the new checkpoint starts empty
-    save_plan(lineage.checkpoint, ResumePlan(state_offsets, seed_path, intake_offsets))
+    save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path))
     seconds = time.monotonic() - started
     listener.on_end(restored, seconds)
-    return RestoreReport(store.name, mode, version, lineage.lineage_id, lineage.epoch, restored, state_offsets,
-                         intake_offsets, seed_path, moved, orphans, seconds)
+    return RestoreReport(store.name, mode, version, lineage.lineage_id, lineage.epoch, restored, offsets,
+                         seed_path, moved, orphans, seconds)

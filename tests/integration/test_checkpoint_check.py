@@ -52,15 +52,21 @@ def test_run_refuses_disagreeing_checkpoints(broker: str, spark, make_settings, 
 
     # A checkpoint older than the changelog's last batch of its own lineage (a stale copy put back).
     _swap(checkpoint, tmp_path / "after-batch-0")
-    _refused(settings, topic, "is older than the (intake|changelog) table")
+    _refused(settings, topic, "is older than the changelog/intake table")
     # A query checkpoint without its metadata file.
     _swap(checkpoint, tmp_path / "good")
-    (checkpoint / "changelog" / "metadata").unlink()
+    (checkpoint / "stream" / "metadata").unlink()
     _refused(settings, topic, "no metadata file")
     # The state folder gone while batches are committed.
     _swap(checkpoint, tmp_path / "good")
-    shutil.rmtree(checkpoint / "changelog" / "state")
+    shutil.rmtree(checkpoint / "stream" / "state")
     _refused(settings, topic, "state folder")
+    # A checkpoint of the earlier two-query engine (an intake and a changelog query) is not continued.
+    _swap(checkpoint, tmp_path / "good")
+    (checkpoint / "stream").rename(checkpoint / "changelog")
+    shutil.copytree(checkpoint / "changelog", checkpoint / "intake")
+    with pytest.raises(CheckpointMismatchError, match="intake and changelog queries of deltastate's earlier"):
+        run_store(settings, STORE, once=True, topic=topic)
     # A restore elsewhere superseded this lineage: putting the old checkpoint back is refused.
     report = restore_store(settings, STORE, spark=spark)
     assert report.epoch == 1
@@ -87,7 +93,7 @@ def test_run_recovers_from_a_kill_while_spark_wrote_its_first_offsets_entry(brok
     run_store(settings, STORE, once=True, topic=topic)  # empty topic: a checkpoint, no batch yet
     checkpoint = Path(settings.checkpoint_path(STORE))
     planted = []
-    for query in ("intake", "changelog"):
+    for query in ("stream",):
         offsets = checkpoint / query / "offsets"
         offsets.mkdir(parents=True, exist_ok=True)
         for name in (".0.0b1e5c2a-8d6f-4f3e-9a7b-5c4d3e2f1a0b.tmp", "..0.0b1e5c2a-8d6f-4f3e-9a7b-5c4d3e2f1a0b.tmp.crc"):

@@ -99,11 +99,11 @@ def _batch_ids(settings: Settings, query: str, log: str) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
-def _commits(settings: Settings, query: str = "changelog") -> int:
+def _commits(settings: Settings, query: str = "stream") -> int:
     return len(_batch_ids(settings, query, "commits"))
 
 
-def _in_flight(settings: Settings, query: str = "changelog") -> bool:
+def _in_flight(settings: Settings, query: str = "stream") -> bool:
     """A micro-batch is planned (offsets log written) but not committed yet: mid-stream."""
     offsets, commits = _batch_ids(settings, query, "offsets"), _batch_ids(settings, query, "commits")
     return bool(offsets) and (not commits or offsets[-1] > commits[-1])
@@ -164,14 +164,14 @@ def test_continuous_run_stopped_crashed_and_restarted(broker: str, spark, make_s
         return dict(Counter(r.partition for r in ref.records))
 
     def caught_up(exp: Expected) -> bool:  # the cheap checkpoint check first, then the audit table
-        return (all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
+        return (_committed_offsets(settings, "stream", topic) == end_offsets()
                 and intake_totals(spark, settings)["records_in"] >= exp.records_in)
 
     def wait_mid_batch(run: CliRun) -> None:
-        """Until a micro-batch of either query is planned but not committed; if the stream goes idle
-        first, feed it one more record now and then."""
+        """Until a micro-batch is planned but not committed; if the stream goes idle first, feed it
+        one more record now and then."""
         waited, nudges = time.monotonic(), 0
-        while not any(_in_flight(settings, q) for q in ("changelog", "intake")):
+        while not _in_flight(settings):
             run.check_running()
             assert time.monotonic() - waited < 90, f"no micro-batch in flight after 90s:\n{run.tail()}"
             if time.monotonic() - waited > 10 * (nudges + 1):
@@ -214,7 +214,7 @@ def test_continuous_run_stopped_crashed_and_restarted(broker: str, spark, make_s
     result = run_store(settings, STORE, once=True, topic=topic)
     phase("restarted after the crash and caught up")
     assert result.lineage.epoch == 0 and result.records_in > 0
-    assert all(_committed_offsets(settings, q, topic) == end_offsets() for q in ("intake", "changelog"))
+    assert _committed_offsets(settings, "stream", topic) == end_offsets()
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)

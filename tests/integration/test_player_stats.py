@@ -255,7 +255,7 @@ def test_bad_records_dead_lettered_and_replayed_batch_written_once(broker: str, 
     counts = row_counts(spark, settings)
     assert counts["deadletter"] == len(bad) and counts["changelog"] > 0 and counts["intake"] >= 1
     versions = {name: _delta_version(spark, settings, name) for name in counts}
-    replayed = {query: _drop_newest_commit(settings, query) for query in ("changelog", "intake")}
+    replayed = _drop_newest_commit(settings, "stream")
     again = run_store(settings, STORE, once=True, topic=topic)
     assert again.lineage == result.lineage
     # Spark did run the batch again (otherwise this proves nothing) ...

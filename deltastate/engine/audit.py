@@ -1,0 +1,130 @@
+"""The intake audit of a key-value store, from running totals the stream keeps in its own state.
+
+A key-value store runs one streaming query, so each record is parsed and classified once. Every
+record feeds two groups of one native streaming aggregation: its key's fold and its source
+partition's audit group. An audit group keeps running totals: records in, applied, dead-lettered,
+tombstones, the offset range and the newest event time. A micro-batch's audit row is the difference
+between the totals after it and the totals after the lineage's previous batch; the audit table
+holds those in each row's per-partition counts (`partition_counts`).
+
+Dead letters are rare, and their raw bytes are not worth keeping in state. Only a batch whose
+dead-letter count grew reads its offset range again from Kafka, classifies it with the same
+expressions, and writes the records that fail. The count must match, or the batch fails.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.tables import table_exists
+from deltastate.config import Settings
+from deltastate.engine.lineage import Lineage
+from deltastate.errors import AuditMismatchError
+from deltastate.stores.definition import StoreDefinition
+
+COUNTS = ("records_in", "applied", "dead_lettered", "tombstones")
+
+
+@dataclass(frozen=True)
+class RunningTotals:
+    """One partition's audit group after a micro-batch (totals since the lineage began)."""
+
+    counts: tuple[int, int, int, int]  # in COUNTS order
+    lo: int  # the lowest offset the lineage read
+    hi: int  # the highest
+    stream_time: int | None  # newest event time of an applied put, epoch ms
+
+
+@dataclass
+class Ledger:
+    """What the audit table holds for a lineage before a batch: per-partition count sums and the
+    highest offset read. next_batch is the batch these totals are valid for."""
+
+    next_batch: int
+    counts: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    hi: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchAudit:
+    """One micro-batch's audit: per partition, its counts and the offset range it covered."""
+
+    counts: dict[int, tuple[int, int, int, int]]
+    offsets: dict[int, tuple[int, int]]
+    stream_times: dict[int, int]
+
+    def total(self, name: str) -> int:
+        i = COUNTS.index(name)
+        return sum(c[i] for c in self.counts.values())
+
+    def with_dead_letters(self) -> dict[int, tuple[int, int]]:
+        return {p: self.offsets[p] for p, c in self.counts.items() if c[2] > 0}
+
+
+def batch_audit(ledger: Ledger, running: dict[int, RunningTotals], store: str, batch_id: int) -> BatchAudit:
+    """The batch's audit: running totals minus what earlier batches of the lineage recorded."""
+    counts, offsets, times = {}, {}, {}
+    for p, totals in sorted(running.items()):
+        before = ledger.counts.get(p, (0, 0, 0, 0))
+        delta = tuple(now - was for now, was in zip(totals.counts, before, strict=True))
+        if any(d < 0 for d in delta) or delta[0] != delta[1] + delta[2]:
+            raise AuditMismatchError(
+                f"store {store!r}, batch {batch_id}, partition {p}: the stream's running totals {totals.counts} "
+                f"disagree with the audit table's {before}; the checkpoint does not belong to these tables")
+        if delta[0] == 0:
+            continue
+        counts[p] = delta
+        offsets[p] = (ledger.hi[p] + 1 if p in ledger.hi else totals.lo, totals.hi)
+        if totals.stream_time is not None:
+            times[p] = totals.stream_time
+    return BatchAudit(counts, offsets, times)
+
+
+def advance(ledger: Ledger, audit: BatchAudit, batch_id: int) -> Ledger:
+    counts = dict(ledger.counts)
+    for p, delta in audit.counts.items():
+        was = counts.get(p, (0, 0, 0, 0))
+        counts[p] = tuple(a + b for a, b in zip(was, delta, strict=True))
+    return Ledger(batch_id + 1, counts, {**ledger.hi, **{p: hi for p, (_, hi) in audit.offsets.items()}})
+
+
+def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                before_batch: int) -> Ledger:
+    """The lineage's audit rows before before_batch, summed (a replayed batch sees what it first saw)."""
+    ledger = Ledger(before_batch)
+    path = settings.table_path(store.name, INTAKE)
+    if not table_exists(spark, path):
+        return ledger
+    rows = (spark.read.format("delta").load(path)
+            .where((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") < before_batch))
+            .select("batch_id", "offsets", "partition_counts").collect())
+    for row in rows:
+        if row["partition_counts"] is None:
+            raise AuditMismatchError(f"store {store.name!r}: audit row of batch {row['batch_id']} of lineage "
+                                     f"{lineage.lineage_id} has no partition counts")
+        for p, delta in json.loads(row["partition_counts"]).items():
+            was = ledger.counts.get(int(p), (0, 0, 0, 0))
+            ledger.counts[int(p)] = tuple(a + b for a, b in zip(was, delta, strict=True))
+        for p, (_, hi) in json.loads(row["offsets"]).items():
+            ledger.hi[int(p)] = max(ledger.hi.get(int(p), hi), hi)
+    return ledger
+
+
+def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, topic: str,
+                        ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    """The classified records of the given offset ranges (inclusive) that failed, read from Kafka."""
+    from deltastate.ingest.decode import classify
+
+    start = json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items()}})
+    end = json.dumps({topic: {str(p): hi + 1 for p, (_, hi) in ranges.items()}})
+    records = (spark.read.format("kafka")
+               .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+               .option("assign", json.dumps({topic: sorted(ranges)}))
+               .option("startingOffsets", start).option("endingOffsets", end)
+               .option("failOnDataLoss", "true").load())
+    return classify(records, store, settings.max_value_bytes).where(F.col("reason").isNotNull())
