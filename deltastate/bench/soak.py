@@ -3,7 +3,7 @@ its Spark JVM at once) at chosen moments of a micro-batch, restarted, again and 
 catch-up run and the checks: the state equals a fold of what was produced, the changelog holds no
 duplicate (epoch, batch, key), and the intake audit counted every record once.
 
-Moments, timed by watching the changelog query's checkpoint (offsets and commits logs) and the
+Moments, timed by watching the store query's checkpoint (offsets and commits logs) and the
 changelog table's _delta_log:
   before   the micro-batch is planned (offsets log entry) and its Delta commit has not landed
   during   the Delta commit landed and the checkpoint commit has not (the replay must be skipped)
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deltastate.config import PROJECT_ROOT, Settings
+from deltastate.engine.plan import QUERY
 from deltastate.errors import DeltastateError
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.producer import ensure_topic, produce_records
@@ -186,7 +187,7 @@ class _Feed:
 def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Feed, rng: random.Random,
              timeout: float) -> str:
     """Waits for the moment (feeding the topic meanwhile), kills, returns what the logs showed."""
-    offsets_dir, commits_dir = ckpt / "changelog" / "offsets", ckpt / "changelog" / "commits"
+    offsets_dir, commits_dir = ckpt / QUERY / "offsets", ckpt / QUERY / "commits"
     # First until this run streams (plans or commits a batch): a JVM start on a busy machine can
     # take minutes, which the moment's own timeout should not count.
     before_start = (_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]
