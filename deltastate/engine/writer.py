@@ -46,7 +46,7 @@ BatchListener = Callable[[BatchReport], None]
 
 def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
                       batch_id: int) -> DataFrame:
-    """The changelog rows of one micro-batch of the changelog query."""
+    """The changelog rows of one micro-batch: one per changed key (audit groups filtered out before)."""
     alive = F.col("fold.n") > 0
     slot = {name: F.col(f"fold.r{i}") for i, name in enumerate(fold.slots)}
     values = [F.when(alive, slot[f.name]).cast(f.spark_type).alias(f.name) for f in store.value_fields]
