@@ -4,9 +4,10 @@ catch-up run and the checks: the state equals a fold of what was produced, the c
 duplicate (epoch, batch, key), and the intake audit counted every record once.
 
 Moments, timed by watching the store query's checkpoint (offsets and commits logs) and the
-changelog table's _delta_log:
-  before   the micro-batch is planned (offsets log entry) and its Delta commit has not landed
-  during   the Delta commit landed and the checkpoint commit has not (the replay must be skipped)
+intake audit table's _delta_log (a micro-batch appends its audit row last, after its changelog
+rows and dead letters):
+  before   the micro-batch is planned (offsets log entry) and its audit row has not landed
+  during   the audit row landed and the checkpoint commit has not (the replay must be skipped)
   after    the checkpoint commit landed (a random pause of up to 0.5 s follows)
 """
 
@@ -86,7 +87,7 @@ def _batch_ids(folder: Path) -> list[int]:
 
 
 def _delta_batch(table: str) -> int:
-    """The micro-batch id (Delta txn version) of the changelog's newest commit; -1 before any."""
+    """The micro-batch id (Delta txn version) of the table's newest commit; -1 before any."""
     log = Path(table) / "_delta_log"
     commits = sorted((p for p in log.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
         if log.is_dir() else []
@@ -235,6 +236,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
     feed = _Feed(settings, topic, options)
     ckpt = Path(settings.checkpoint_path(options.store))
     table = settings.table_path(options.store, "changelog")
+    audit_table = settings.table_path(options.store, "intake")
     result = SoakResult()
     feed.step(every=0.0, n=options.chunk * 4)
     for number in range(1, options.trials + 1):
@@ -242,7 +244,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
         t0 = time.monotonic()
         run = ContinuousRun(settings, options.store, topic, options.trigger, workdir / f"run-{number}.log")
         try:
-            observed = _kill_at(run, moment, ckpt, table, feed, rng, options.moment_timeout)
+            observed = _kill_at(run, moment, ckpt, audit_table, feed, rng, options.moment_timeout)
         finally:
             if run.proc.poll() is None:
                 run.kill()

@@ -69,10 +69,13 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("applied", "bigint"),
     ("dead_lettered", "bigint"),
     ("tombstones", "bigint"),
-    ("offsets", "string"),  # JSON {partition: [min, max]} of the batch
+    # JSON {partition: [lo, hi]}: the offsets the batch covered (key-value stores: one past the
+    # lineage's previous hi, or its first offset, up to the highest offset read)
+    ("offsets", "string"),
     ("late", "bigint"),  # dead letters with reason 'late' (window and session stores)
-    # JSON {partition: newest event time (ms) of the batch's applied records}; a partition's stream
-    # time is the max of these over its batches (Kafka Streams keeps stream time per partition).
+    # JSON {partition: newest event time (ms) of the applied records, of the batch or (key-value
+    # stores) of the lineage so far}; a partition's stream time is the max of these over its batches
+    # (Kafka Streams keeps stream time per partition).
     ("stream_times", "string"),
     ("write_time", "timestamp"),
     # JSON {partition: [records_in, applied, dead_lettered, tombstones]} of the batch. Added after the

@@ -43,11 +43,14 @@ class RunningTotals:
 @dataclass
 class Ledger:
     """What the audit table holds for a lineage before a batch: per-partition count sums and the
-    highest offset read. next_batch is the batch these totals are valid for."""
+    highest offset read. next_batch is the batch these totals are valid for; audited says that
+    batch's own audit row already landed (a replay after a crash between it and Spark's commit),
+    so its dead letters and audit row are in place and Kafka need not be read again."""
 
     next_batch: int
     counts: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     hi: dict[int, int] = field(default_factory=dict)
+    audited: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def batch_audit(ledger: Ledger, running: dict[int, RunningTotals], store: str, b
         if any(d < 0 for d in delta) or delta[0] != delta[1] + delta[2]:
             raise AuditMismatchError(
                 f"store {store!r}, batch {batch_id}, partition {p}: the stream's running totals {totals.counts} "
-                f"disagree with the audit table's {before}; the checkpoint does not belong to these tables")
+                f"disagree with the audit table's {before}; the checkpoint does not belong to these tables: "
+                f"rebuild it with `deltastate restore {store}`")
         if delta[0] == 0:
             continue
         counts[p] = delta
@@ -100,10 +104,15 @@ def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     path = settings.table_path(store.name, INTAKE)
     if not table_exists(spark, path):
         return ledger
-    rows = (spark.read.format("delta").load(path)
-            .where((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") < before_batch))
-            .select("batch_id", "offsets", "partition_counts").collect())
+    table = spark.read.format("delta").load(path)
+    # A table from before partition_counts gains the column with this engine's first audit append.
+    counts = F.col("partition_counts") if "partition_counts" in table.columns else F.lit(None).cast("string")
+    rows = (table.where((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") <= before_batch))
+            .select("batch_id", "offsets", counts.alias("partition_counts")).collect())
     for row in rows:
+        if row["batch_id"] == before_batch:
+            ledger.audited = True
+            continue
         if row["partition_counts"] is None:
             raise AuditMismatchError(f"store {store.name!r}: audit row of batch {row['batch_id']} of lineage "
                                      f"{lineage.lineage_id} has no partition counts")

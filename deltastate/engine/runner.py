@@ -95,8 +95,8 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
 
 
 def counting_listener(result: RunResult, listener: BatchListener | None) -> BatchListener:
-    """A batch listener that adds each report to result's counts (queries report from their own
-    threads), then passes it on."""
+    """A batch listener that adds each report to result's counts (reports come from the query's
+    own thread), then passes it on."""
     lock = threading.Lock()
 
     def on_batch(report: BatchReport) -> None:

@@ -99,7 +99,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                 records.unpersist()
         finally:
             b.unpersist()
-        if audit.counts:
+        if audit.counts and not ledger.audited:
             _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
                                 paths[layout.DEADLETTER], dead_columns)
             append_once(_audit_row(batch.sparkSession, lineage, batch_id, audit), paths[layout.INTAKE],

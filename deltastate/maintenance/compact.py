@@ -93,7 +93,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     now = clock_ms() if now is None else now
     for attempt in range(1, CONFLICT_RETRIES + 1):
         try:
-            report, newest = _compact_at(spark, store, path, now, attempt)
+            report, newest = _compact_at(spark, settings, store, path, now, attempt)
             break
         except Exception as exc:  # noqa: BLE001 - only Delta commit conflicts are retried
             if not _is_conflict(exc) or attempt == CONFLICT_RETRIES:
@@ -124,7 +124,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
            "seconds": time.monotonic() - started})
 
 
-def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, now: int,
+def _compact_at(spark: SparkSession, settings: Settings, store: StoreDefinition, path: str, now: int,
                 attempt: int) -> tuple[CompactionReport, int]:
     """One attempt at the version the table has now; returns the report and V's newest segment."""
     from pyspark.sql import functions as F
@@ -134,11 +134,13 @@ def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, now: int
     opts = store.changelog
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     newest = _newest_segment(table)
-    flagged = _flag(table, store, newest, now - opts.min_compaction_lag_ms, now - opts.delete_retention_ms).persist()
+    audited = _newest_audited(spark, settings, store)
+    flagged = _flag(table, store, newest, now - opts.min_compaction_lag_ms, now - opts.delete_retention_ms,
+                    audited).persist()
     try:
         counts = flagged.agg(
             F.count(F.lit(1)).alias("total"),
-            F.count_if(~F.col("_is_latest")).alias("superseded"),
+            F.count_if(~F.col("_is_latest") & ~F.col("_pending")).alias("superseded"),
             F.count_if(~F.col("_keep")).alias("droppable"),
             F.count_if(~F.col("_keep") & F.col("_is_latest")).alias("tombstones"),
         ).first()
@@ -166,12 +168,29 @@ def _compact_at(spark: SparkSession, store: StoreDefinition, path: str, now: int
         flagged.unpersist()
 
 
+def _newest_audited(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, int]:
+    """Lineage -> its newest batch with an audit row (the stream appends a batch's audit row last)."""
+    from pyspark.sql import functions as F
+
+    from deltastate.changelog.layout import INTAKE
+    from deltastate.changelog.tables import table_exists
+
+    path = settings.table_path(store.name, INTAKE)
+    if not table_exists(spark, path):
+        return {}
+    rows = spark.read.format("delta").load(path).groupBy("query_id").agg(F.max("batch_id").alias("b")).collect()
+    return {r["query_id"]: int(r["b"]) for r in rows if r["query_id"] is not None}
+
+
 def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: int,
-          tombstone_cutoff_ms: int) -> DataFrame:
+          tombstone_cutoff_ms: int, audited: dict[str, int]) -> DataFrame:
     """Adds _is_latest (the record is its store key's state) and _keep (compaction keeps it).
 
     A segment is cleanable when it is sealed (older than the newest segment at V: the stream has
-    moved past it) and its newest record is older than the lag (Kafka's min.compaction.lag.ms)."""
+    moved past it) and its newest record is older than the lag (Kafka's min.compaction.lag.ms).
+    Records of a batch whose audit row has not landed (past its lineage's newest audited batch) are
+    not state yet: a crash there makes restore remove them, so they never supersede a record, and
+    they are kept. Lineages without audit rows (cleanup's tombstones) are committed as written."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -180,9 +199,15 @@ def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: 
     order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
     cleanable = ((F.col(SEGMENT) < F.lit(newest))
                  & (F.max(F.unix_millis("write_time")).over(per_segment) <= F.lit(lag_cutoff_ms)))
+    pending = F.lit(False)
+    if audited:
+        newest_audited = F.create_map(*[F.lit(x) for q, b in sorted(audited.items()) for x in (q, b)])
+        pending = F.coalesce(F.col("batch_id") > F.try_element_at(newest_audited, F.col("query_id")), F.lit(False))
     flagged = (table
-               .withColumn("_in_cleanable", F.coalesce(cleanable, F.lit(False)))
-               .withColumn("_is_latest", order == F.max(order).over(per_key))
+               .withColumn("_pending", pending)
+               .withColumn("_in_cleanable", F.coalesce(cleanable, F.lit(False)) & ~F.col("_pending"))
+               .withColumn("_is_latest", ~F.col("_pending")
+                           & (order == F.max(F.when(~F.col("_pending"), order)).over(per_key)))
                # A tombstone may go only when no record of its key stays behind in an untouched segment
                # (that record would otherwise become the key's state again).
                .withColumn("_all_cleanable", F.min(F.col("_in_cleanable").cast("int")).over(per_key) == 1))

@@ -127,6 +127,40 @@ def test_restore_redoes_a_batch_whose_audit_row_never_landed(broker: str, spark,
     assert_state(published_state(spark, settings), exp)
 
 
+def test_compaction_before_restore_keeps_what_an_unaudited_batch_superseded(broker: str, spark, make_settings,
+                                                                             topic: str, monkeypatch) -> None:
+    """Crash after a batch's changelog rows, before its audit row; compaction runs before the
+    restore. Those rows are not state yet (restore removes them), so compaction must not drop the
+    records they would supersede: otherwise their keys come back without their history."""
+    from delta.tables import DeltaTable
+
+    from deltastate.changelog import layout
+    from deltastate.maintenance import compact_store
+    from deltastate.maintenance.stats import now_ms
+
+    monkeypatch.setattr(layout, "BATCHES_PER_SEGMENT", 1)  # one segment per micro-batch: sealed ones to clean
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(3_000, 40, seed=27, tombstones=0.02), ref)
+    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=600)
+    newest = table(spark, settings, "intake").agg({"batch_id": "max"}).first()[0]
+    changelog = table(spark, settings, "changelog")
+    pending = {r["key"] for r in changelog.where(f"batch_id = {newest}").select("key").collect()}
+    older = {r["key"] for r in changelog.where(f"batch_id < {newest}").select("key").collect()}
+    assert pending & older  # keys whose earlier records the unaudited batch would supersede
+    DeltaTable.forPath(spark, settings.table_path(STORE, "intake")).delete(f"batch_id = {newest}")
+    shutil.rmtree(settings.checkpoint_path(STORE))
+
+    report = compact_store(settings, STORE, spark=spark, now_ms=now_ms() + 7 * 24 * 3600 * 1000, vacuum=False)
+    assert report.skipped is None and report.records_dropped > 0, report
+    restore_store(settings, STORE, spark=spark)
+    run_store(settings, STORE, once=True, topic=topic)
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_changelog_unique(spark, settings)
+    assert_state(published_state(spark, settings), exp)
+
+
 def test_checkpoint_deleted_mid_stream_then_restored(broker: str, spark, make_settings, topic: str,
                                                      tmp_path: Path) -> None:
     """A continuous CLI run loses its checkpoint folder while micro-batches are in flight; the run
