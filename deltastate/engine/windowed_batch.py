@@ -7,7 +7,6 @@ an earlier attempt of the same batch, so a replay computes, and skips, exactly w
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -17,11 +16,12 @@ from deltastate.changelog import layout
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine import sessions as session_merge
+from deltastate.engine.audit import COUNTS
 from deltastate.engine.lineage import Lineage
 from deltastate.engine.stream_time import STREAM_TIME, advance, load_stream_times, with_stream_time
 from deltastate.engine.windowed_state import live_entries
 from deltastate.engine.windows import add_windows, late_events, window_changes, window_contributions
-from deltastate.engine.writer import BatchListener, BatchReport
+from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
 from deltastate.stores.definition import StoreDefinition
 
 LATE = "late"
@@ -126,7 +126,6 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
     clock = _Clock()
     retention = (store.window or store.session).retention_ms  # type: ignore[union-attr]
     paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
-    dead_columns = [name for name, _ in layout.DEADLETTER_COLUMNS]
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -163,27 +162,16 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             totals = {k: sum(int(r[k]) for r in per_partition)
                       for k in ("records_in", "applied", "dead_lettered", "late", "tombstones")}
             if totals["dead_lettered"]:
-                dead = (late_rows.where(~valid | F.col("_late").isNotNull())
-                        .withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
-                        .withColumn("partition", F.col("partition").cast("int"))
-                        .withColumn("value_size", F.col("value_size").cast("int"))
-                        .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                        .withColumn("query_id", F.lit(lineage.lineage_id))
-                        .withColumn("write_time", F.current_timestamp())
-                        .select(*dead_columns))
+                dead = dead_letter_rows(late_rows.where(~valid | F.col("_late").isNotNull())
+                                        .withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE))),
+                                        lineage, batch_id)
                 append_once(dead, paths[layout.DEADLETTER], lineage.app_id(layout.DEADLETTER), batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
-            ordered = sorted(per_partition, key=lambda r: r["partition"])
-            audit = spark.createDataFrame(
-                [(lineage.lineage_id, batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
-                  totals["tombstones"], json.dumps({str(r["partition"]): [int(r["lo"]), int(r["hi"])] for r in ordered}),
-                  totals["late"], json.dumps({str(p): ms for p, ms in sorted(batch_max.items())}),
-                  json.dumps({str(r["partition"]): [int(r[k]) for k in ("records_in", "applied", "dead_lettered",
-                                                                        "tombstones")] for r in ordered}))],
-                "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-                "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string",
-            ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
+            audit = audit_row(spark, lineage, batch_id,
+                              {int(r["partition"]): tuple(int(r[k]) for k in COUNTS) for r in per_partition},
+                              {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
+                              batch_max, late=totals["late"])
             append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:

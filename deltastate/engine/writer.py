@@ -74,7 +74,6 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
     """One micro-batch of a key-value store: its changelog records, its dead letters, then its audit
     row, each appended once. The audit row lands last: a batch is done when it has one."""
     paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
-    dead_columns = [name for name, _ in layout.DEADLETTER_COLUMNS]
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -101,9 +100,9 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             b.unpersist()
         if audit.counts and not ledger.audited:
             _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
-                                paths[layout.DEADLETTER], dead_columns)
-            append_once(_audit_row(batch.sparkSession, lineage, batch_id, audit), paths[layout.INTAKE],
-                        lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
+                                paths[layout.DEADLETTER])
+            row = audit_row(batch.sparkSession, lineage, batch_id, audit.counts, audit.offsets, audit.stream_times)
+            append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
         ledger = advance(ledger, audit, batch_id)
         if listener:
             if audit.counts:
@@ -115,37 +114,45 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
 
 
 def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
-                        topic: str, audit: BatchAudit, batch_id: int, path: str, columns: list[str]) -> None:
+                        topic: str, audit: BatchAudit, batch_id: int, path: str) -> None:
     expected = audit.total("dead_lettered")
     if not expected:
         return
-    dead = (reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters())
-            .withColumn("partition", F.col("partition").cast("int"))
-            .withColumn("value_size", F.col("value_size").cast("int"))
-            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            .withColumn("query_id", F.lit(lineage.lineage_id))
-            .withColumn("write_time", F.current_timestamp())
-            .select(*columns)).persist()
+    dead = dead_letter_rows(reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters()),
+                            lineage, batch_id).persist()
     try:
         found = dead.count()
         if found != expected:
             raise AuditMismatchError(
                 f"store {store.name!r}, batch {batch_id}: {expected} records of topic {topic!r} failed, but "
-                f"reading offsets {audit.with_dead_letters()} again found {found}; nothing was written for "
-                "the batch's audit, which stays to be done")
+                f"reading offsets {audit.with_dead_letters()} again found {found}; the batch's dead letters "
+                "and audit row were not written")
         append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
     finally:
         dead.unpersist()
 
 
-def _audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, audit: BatchAudit) -> DataFrame:
+def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> DataFrame:
+    """Classified records that failed (reason set) as rows of the dead-letter table for one batch."""
+    return (failed.withColumn("partition", F.col("partition").cast("int"))
+            .withColumn("value_size", F.col("value_size").cast("int"))
+            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            .withColumn("query_id", F.lit(lineage.lineage_id))
+            .withColumn("write_time", F.current_timestamp())
+            .select(*[name for name, _ in layout.DEADLETTER_COLUMNS]))
+
+
+def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
+              offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], late: int = 0) -> DataFrame:
+    """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
+    offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time."""
     def by_partition(values: dict) -> str:
         return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
 
+    records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
     return spark.createDataFrame(
-        [(lineage.lineage_id, batch_id, audit.total("records_in"), audit.total("applied"),
-          audit.total("dead_lettered"), audit.total("tombstones"), by_partition(audit.offsets), 0,
-          by_partition(audit.stream_times), by_partition(audit.counts))],
+        [(lineage.lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
+          by_partition(stream_times), by_partition(counts))],
         "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
         "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string",
     ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])
