@@ -4,6 +4,11 @@ Each Kafka record gets a `reason`: null when it can be applied, else why it goes
 table. Checks follow the event's JSON schema: required fields, JSON types (integer is not number is
 not string), minimum / exclusiveMinimum / maximum / minLength / enum, and the Kafka key must equal
 the key field. A null value is a tombstone and only needs a key.
+
+JSON is read strictly (no single quotes, NaN or Infinity; text after the object is unparseable),
+with one known gap: Spark's JSON readers stop after the first complete value, so an object followed
+directly by another object reads as the first. Duplicate field names keep the last value, as
+Python's json module does.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from deltastate.stores.definition import StoreDefinition
 # schema_of_variant() names for each JSON-schema type.
 _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _SPARK_TYPE = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
+# Jackson's lenient defaults would let the typed parse accept what JSON does not ('x', NaN).
+_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
+# First characters of a number, object or array written out as text (a typed string column holds them).
+_NON_STRING_STARTS = tuple("-0123456789{[")
 
 
 def _type_ok(kind: Column, json_type: str) -> Column:
@@ -36,22 +45,32 @@ def _kind_column(name: str) -> str:
     return f"__kind_{name}"
 
 
-def _field_checks(name: str, spec: dict[str, Any], required: bool) -> list[tuple[Column, Column]]:
-    """(failed?, reason) pairs for one event field, in the order they are reported. They read the
-    field's JSON kind (computed once per record) and its typed value from from_json, never the
-    variant again: one projection holding every check stays small enough for the JIT."""
+def _structure_checks(name: str, spec: dict[str, Any], required: bool) -> list[tuple[Column, Column]]:
+    """(failed?, reason) pairs for one field's presence and JSON type, read from the field's JSON
+    kind (computed once per record from the variant parse) and its value cast from the variant."""
     kind = F.col(_kind_column(name))
-    value = F.col(name)
     json_type = spec.get("type", "string")
     checks: list[tuple[Column, Column]] = []
     if required:
         checks.append((kind.isNull(), F.lit(f"schema: field '{name}' missing")))
         checks.append((kind == F.lit("VOID"), F.lit(f"schema: field '{name}' is null")))
-    present = kind.isNotNull() & (kind != F.lit("VOID"))
+    present = _present(name)
     checks.append((present & ~_type_ok(kind, json_type),
                    F.concat(F.lit(f"schema: field '{name}' must be {json_type}, got "), F.lower(kind))))
     # Numbers too large for the typed column arrive as null with a valid kind.
-    checks.append((present & value.isNull(), F.lit(f"schema: field '{name}' out of range for {json_type}")))
+    checks.append((present & F.col(name).isNull(), F.lit(f"schema: field '{name}' out of range for {json_type}")))
+    return checks
+
+
+def _present(name: str) -> Column:
+    kind = F.col(_kind_column(name))
+    return kind.isNotNull() & (kind != F.lit("VOID"))
+
+
+def _value_checks(name: str, spec: dict[str, Any], present: Column) -> list[tuple[Column, Column]]:
+    """(failed?, reason) pairs for the bounds of one field's typed value, in the order reported."""
+    value = F.col(name)
+    checks: list[tuple[Column, Column]] = []
     if "minimum" in spec:
         checks.append((present & (value < F.lit(spec["minimum"])), F.lit(f"schema: field '{name}' must be >= {spec['minimum']}")))
     if "exclusiveMinimum" in spec:
@@ -65,13 +84,40 @@ def _field_checks(name: str, spec: dict[str, Any], required: bool) -> list[tuple
     return checks
 
 
-def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int) -> DataFrame:
+def _typed_field_ok(name: str, spec: dict[str, Any], required: bool) -> Column:
+    """True when the typed parse alone proves the field present (if required) and of its JSON type.
+
+    A typed integer, number or boolean column is null for every other JSON kind; a typed string
+    column holds the JSON text of any kind, so a value that could be a number, object, array or
+    boolean written out is left to the variant path. Either way the answer is only ever "proved
+    well-formed" or "ask the variant path", never a verdict of its own."""
+    value = F.col(f"__typed.`{name}`")
+    if spec.get("type", "string") != "string":
+        return value.isNotNull()
+    unambiguous = ~F.substring(value, 1, 1).isin(*_NON_STRING_STARTS) & ~value.isin("true", "false")
+    return value.isNotNull() & unambiguous if required else value.isNull() | unambiguous
+
+
+def _first_failure(checks: list[tuple[Column, Column]]) -> Column:
+    reason = F.when(checks[0][0], checks[0][1])
+    for failed, reason_text in checks[1:]:
+        reason = reason.when(failed, reason_text)
+    return reason.otherwise(F.lit(None).cast("string"))
+
+
+def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
+             typed_path: bool = True) -> DataFrame:
     """Kafka records -> records with key_str, is_tombstone, reason and one typed column per event field.
 
-    One JSON parse: from_json with every field typed VARIANT keeps each field's JSON kind (so a
-    number is not taken for a string, and a missing field differs from a JSON null); the typed
-    values are casts of those small variants. Only a record with none of the fields is parsed again,
-    to tell unparseable JSON from a JSON value that is not an object."""
+    A typed from_json vouches for most records cheaply (_typed_field_ok). Every other record (a
+    tombstone, an oversized value, a field missing, null or of another JSON kind, a string that
+    reads like another kind) is parsed again with every field typed VARIANT, which keeps each
+    field's JSON kind (a number is not taken for a string, a missing field differs from a JSON
+    null); its typed values are then casts of those small variants. Only a record with none of the
+    fields is parsed a third time, to tell unparseable JSON from a JSON value that is not an object.
+    Both paths report the same reasons: the typed one can only say "well-formed", and then both
+    check the same bounds in the same order. typed_path=False sends every record down the variant
+    path (tests compare the two)."""
     props = store.source.properties
     required = set(store.source.required)
     key_field = store.key_field
@@ -81,33 +127,49 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int) -
         F.col("key").cast("string").alias("key_str"),
         F.octet_length("value").alias("value_size"),
         F.col("value").isNull().alias("is_tombstone"),
+        F.col("value").cast("string").alias("__text"),
     )
+    typed_schema = ", ".join(f"`{n}` {_SPARK_TYPE[s.get('type', 'string')]}" for n, s in props.items())
+    df = df.select("*", F.when(small, F.from_json(F.col("__text"), typed_schema, _STRICT_JSON))
+                   .alias("__typed"))
+    # Spark's JSON readers stop after the first value: text after it must be caught here.
+    fast = F.col("key").isNotNull() & F.col("__text").endswith("}") & small & F.lit(typed_path)
+    for name, spec in props.items():
+        fast = fast & _typed_field_ok(name, spec, name in required)
+    df = df.select("*", F.coalesce(fast, F.lit(False)).alias("__fast"))
     variant_schema = ", ".join(f"`{n}` variant" for n in props)
-    df = df.select("*", F.when(small, F.from_json(F.col("value").cast("string"), variant_schema)).alias("j"))
+    on_fast = F.col("__fast")
+    df = df.select("*", F.when(~on_fast & small, F.from_json(F.col("__text"), variant_schema, _STRICT_JSON)).alias("j"))
     df = df.select(
         "*",
         *[F.expr(f"schema_of_variant(j.`{n}`)").alias(_kind_column(n)) for n in props],
-        *[F.expr(f"try_cast(j.`{n}` as {_SPARK_TYPE[s.get('type', 'string')]})").alias(n) for n, s in props.items()],
+        *[F.when(on_fast, F.col(f"__typed.`{n}`"))
+          .otherwise(F.expr(f"try_cast(j.`{n}` as {_SPARK_TYPE[s.get('type', 'string')]})")).alias(n)
+          for n, s in props.items()],
     )
     no_field = F.lit(True)
     for n in props:
         no_field = no_field & F.col(_kind_column(n)).isNull()
-    reparsed = F.expr("try_parse_json(cast(value as string))")
-    checks: list[tuple[Column, Column]] = [
+    reparsed = F.expr("try_parse_json(__text)")
+    trimmed = F.expr("trim(BOTH ' \t\n\r' FROM __text)")
+    unclosed = (((F.substring(trimmed, 1, 1) == F.lit("{")) & ~trimmed.endswith("}"))
+                | ((F.substring(trimmed, 1, 1) == F.lit("[")) & ~trimmed.endswith("]")))
+    key_mismatch = (F.col(key_field) != F.col("key_str"),
+                    F.concat(F.lit("key_mismatch: kafka key '"), F.col("key_str"), F.lit(f"' != {key_field} '"),
+                             F.col(key_field), F.lit("'")))
+    slow: list[tuple[Column, Column]] = [
         (F.col("key").isNull(), F.lit("missing_key: the Kafka key is null")),
         (F.col("is_tombstone"), F.lit(None).cast("string")),  # a keyed tombstone is valid
         (~small, F.concat(F.lit("oversized: "), F.col("value_size").cast("string"), F.lit(f" bytes > limit {max_value_bytes}"))),
-        (no_field & reparsed.isNull(), F.lit("unparseable_json")),
-        (no_field & ~F.expr("schema_of_variant(try_parse_json(cast(value as string)))").startswith("OBJECT"),
+        (unclosed | (no_field & reparsed.isNull()), F.lit("unparseable_json")),
+        (no_field & ~F.expr("schema_of_variant(try_parse_json(__text))").startswith("OBJECT"),
          F.lit("schema: not a JSON object")),
     ]
+    fast_checks: list[tuple[Column, Column]] = []
     for name, spec in props.items():
-        checks.extend(_field_checks(name, spec, name in required))
-    key_value = F.col(key_field)
-    checks.append((key_value != F.col("key_str"),
-                   F.concat(F.lit("key_mismatch: kafka key '"), F.col("key_str"), F.lit(f"' != {key_field} '"), key_value, F.lit("'"))))
-    reason = F.when(checks[0][0], checks[0][1])
-    for failed, reason_text in checks[1:]:
-        reason = reason.when(failed, reason_text)
-    return (df.select("*", reason.otherwise(F.lit(None).cast("string")).alias("reason"))
-            .drop("j", *[_kind_column(n) for n in props]))
+        slow.extend(_structure_checks(name, spec, name in required))
+        slow.extend(_value_checks(name, spec, _present(name)))
+        fast_checks.extend(_value_checks(name, spec, F.col(name).isNotNull()))
+    reason = F.when(on_fast, _first_failure([*fast_checks, key_mismatch])).otherwise(_first_failure([*slow, key_mismatch]))
+    return (df.select("*", reason.alias("reason"))
+            .drop("__text", "__typed", "__fast", "j", *[_kind_column(n) for n in props]))

@@ -1,0 +1,97 @@
+"""The two validation paths of deltastate.ingest.decode.classify agree on every record: the typed
+parse that vouches for most records, and the variant parse every other record takes. A corpus of
+tricky values runs through both on real Spark; each record's reason and typed values must be the
+same, and each reason's category must be the one tests/reference.py computes independently."""
+
+import json
+
+import pytest
+from reference import category
+from store_checks import STORE, event
+
+from deltastate.ingest.decode import classify
+from deltastate.stores import load_store
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+LIMIT = 2048
+
+
+def _doc(**fields) -> bytes:
+    base = {"player_id": "p", "game_id": "g", "score": 1, "ts": 1}
+    base.update(fields)
+    return json.dumps(base).encode()
+
+
+CONCATENATED = (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1}{"x": 1}')
+# (kafka key, value): strings that read like other JSON kinds, every field of every wrong kind,
+# and the places where a lenient JSON reader would accept what JSON does not.
+CORPUS: list[tuple[bytes | None, bytes | None]] = [
+    (b"p", _doc()),
+    (b"p", _doc(note={"player_id": 5})),  # a nested field of the same name is not the field
+    (b"p", b' \n\t{"player_id": "p", "game_id": "g", "score": 0, "ts": 0} \n'),
+    (b"p", _doc(score=2**63 - 1, ts=2**53 + 1)),
+    (b"p", _doc(score=2**63)), (b"p", _doc(score=-(2**63))), (b"p", _doc(score=-1)),
+    *[(key.encode(), _doc(player_id=key)) for key in
+      ("123", "-x", "{a", "[x]", "true", "false", "null", "tru", "1e5", "", "ü-🎮")],
+    *[(b"p", _doc(game_id=v)) for v in ("false", "0", "{}", "[]", "-", "null")],
+    *[(b"p", _doc(player_id=v)) for v in (123, -1, 1.5, True, False, None, {"a": 1}, [1], ["p"])],
+    *[(b"p", _doc(game_id=v)) for v in (0, True, None, {}, [])],
+    *[(b"p", _doc(score=v)) for v in ("12", "", "NaN", 12.5, 12.0, True, None, {"x": 1}, [1], 0, -0)],
+    *[(b"p", _doc(ts=v)) for v in ("2024-01-01", 1.0, False, None, [])],
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1e2, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1E0, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": NaN, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": Infinity, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": -Infinity, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 012, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": +1, "ts": 1}'),
+    (b"p", b"{'player_id': 'p', 'game_id': 'g', 'score': 1, 'ts': 1}"),
+    (b"p", b'{player_id: "p", "game_id": "g", "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", /* c */ "game_id": "g", "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1,}'),
+    (b"p", b'{"player_id": "\\u0070", "game_id": "\\"g\\"", "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "a\\qb", "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "a\tb", "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1} trailing'),
+    CONCATENATED,
+    (b"p", b'[{"player_id": "p", "game_id": "g", "score": 1, "ts": 1}]'),
+    (b"p", b'"p"'), (b"p", b"42"), (b"p", b"null"), (b"p", b"true"), (b"p", b"{}"), (b"p", b"[]"),
+    (b"p", b""), (b"p", b"not json"), (b"p", b'{"player_id": "p", "score": '), (b"p", b"\xff\xfe{}"),
+    (b"q", _doc()), (None, _doc()), (None, None), (b"p", None),
+    (b"p", event("p", 1, 1, pad="x" * LIMIT)),
+]
+
+
+@pytest.fixture(scope="module")
+def both_paths(spark, session_settings):
+    store = load_store(session_settings, STORE)
+    rows = [("t", 0, offset, 0, key, value) for offset, (key, value) in enumerate(CORPUS)]
+    records = (spark.createDataFrame(rows, "topic string, partition int, offset long, ts long, key binary, value binary")
+               .selectExpr("*", "timestamp_millis(ts) as timestamp").drop("ts"))
+    fields = ["offset", "reason", "key_str", "is_tombstone", *store.source.properties]
+
+    def run(typed_path: bool) -> dict[int, dict]:
+        out = classify(records, store, LIMIT, typed_path=typed_path).select(*fields).collect()
+        return {row["offset"]: row.asDict() for row in out}
+
+    return run(True), run(False)
+
+
+def test_both_paths_give_each_record_the_same_reason_and_values(both_paths) -> None:
+    typed, variant_only = both_paths
+    assert len(typed) == len(CORPUS) == len(variant_only)
+    differ = {CORPUS[o]: (typed[o], variant_only[o]) for o in typed if typed[o] != variant_only[o]}
+    assert differ == {}
+
+
+def test_each_reason_is_in_the_category_the_reference_computes(both_paths) -> None:
+    typed, _ = both_paths
+    got = {CORPUS[o]: (typed[o]["reason"] or "").split(":")[0] or None for o in typed}
+    want = {kv: category(kv[0], kv[1], LIMIT) for kv in CORPUS}
+    # A known limit (README): Spark's JSON readers stop after the first complete value, so a JSON
+    # object followed by another is read as the first. Text after the object that is not itself
+    # ending in '}' is caught.
+    assert want.pop(CONCATENATED) == "unparseable_json" and got.pop(CONCATENATED) is None
+    assert got == want
+    assert sum(reason is None for reason in got.values()) >= 20  # the corpus keeps valid records too
