@@ -5,10 +5,11 @@ table. Checks follow the event's JSON schema: required fields, JSON types (integ
 not string), minimum / exclusiveMinimum / maximum / minLength / enum, and the Kafka key must equal
 the key field. A null value is a tombstone and only needs a key.
 
-JSON is read strictly (no single quotes, NaN or Infinity; text after the object is unparseable),
-with one known gap: Spark's JSON readers stop after the first complete value, so an object followed
-directly by another object reads as the first. Duplicate field names keep the last value, as
-Python's json module does.
+JSON is read strictly: invalid UTF-8, single quotes, NaN or Infinity, and text after the object are
+unparseable. Known gaps: Spark's JSON readers stop after the first complete value, so an object
+followed by text that itself ends in '}' (such as a second object) reads as the first object; a
+string holding a lone surrogate escape (\\ud800) makes its field read as missing. Duplicate field
+names keep the last value, as Python's json module does.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _SPARK_TYPE = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
 # Jackson's lenient defaults would let the typed parse accept what JSON does not ('x', NaN).
 _STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
-# First characters of a number, object or array written out as text (a typed string column holds them).
-_NON_STRING_STARTS = tuple("-0123456789{[")
+# The typed parse fills this column when any field failed to convert: a field it kept from an earlier
+# duplicate, say, must not pass for the last one (which the variant path and Python's json read).
+_CORRUPT = "__corrupt"
+# First characters of a number, object or array written out as text (a typed string column holds
+# them), and of a quoted Infinity (a number too large for a double, written out).
+_NON_STRING_STARTS = tuple('-0123456789{["')
 
 
 def _type_ok(kind: Column, json_type: str) -> Column:
@@ -98,6 +103,11 @@ def _typed_field_ok(name: str, spec: dict[str, Any], required: bool) -> Column:
     return value.isNotNull() & unambiguous if required else value.isNull() | unambiguous
 
 
+def _valid_utf8() -> Column:
+    """Both JSON parsers read bytes as UTF-8 and silently replace what is not; JSON refuses it."""
+    return F.expr("is_valid_utf8(__text)")
+
+
 def _first_failure(checks: list[tuple[Column, Column]]) -> Column:
     reason = F.when(checks[0][0], checks[0][1])
     for failed, reason_text in checks[1:]:
@@ -129,11 +139,15 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
         F.col("value").isNull().alias("is_tombstone"),
         F.col("value").cast("string").alias("__text"),
     )
-    typed_schema = ", ".join(f"`{n}` {_SPARK_TYPE[s.get('type', 'string')]}" for n, s in props.items())
-    df = df.select("*", F.when(small, F.from_json(F.col("__text"), typed_schema, _STRICT_JSON))
+    typed_schema = ", ".join([*(f"`{n}` {_SPARK_TYPE[s.get('type', 'string')]}" for n, s in props.items()),
+                              f"{_CORRUPT} string"])
+    df = df.select("*", F.when(small, F.from_json(F.col("__text"), typed_schema,
+                                                  {**_STRICT_JSON, "columnNameOfCorruptRecord": _CORRUPT}))
                    .alias("__typed"))
-    # Spark's JSON readers stop after the first value: text after it must be caught here.
-    fast = F.col("key").isNotNull() & F.col("__text").endswith("}") & small & F.lit(typed_path)
+    # Spark's JSON readers stop after the first value, so text after it is caught here; escapes
+    # (\u) go the variant way, whose parser refuses a lone surrogate the typed one would turn into '?'.
+    fast = (F.col("key").isNotNull() & small & F.lit(typed_path) & F.col(f"__typed.{_CORRUPT}").isNull()
+            & F.col("__text").endswith("}") & ~F.col("__text").contains("\\u") & _valid_utf8())
     for name, spec in props.items():
         fast = fast & _typed_field_ok(name, spec, name in required)
     df = df.select("*", F.coalesce(fast, F.lit(False)).alias("__fast"))
@@ -161,7 +175,7 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
         (F.col("key").isNull(), F.lit("missing_key: the Kafka key is null")),
         (F.col("is_tombstone"), F.lit(None).cast("string")),  # a keyed tombstone is valid
         (~small, F.concat(F.lit("oversized: "), F.col("value_size").cast("string"), F.lit(f" bytes > limit {max_value_bytes}"))),
-        (unclosed | (no_field & reparsed.isNull()), F.lit("unparseable_json")),
+        (unclosed | ~_valid_utf8() | (no_field & reparsed.isNull()), F.lit("unparseable_json")),
         (no_field & ~F.expr("schema_of_variant(try_parse_json(__text))").startswith("OBJECT"),
          F.lit("schema: not a JSON object")),
     ]

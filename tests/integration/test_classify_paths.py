@@ -23,7 +23,13 @@ def _doc(**fields) -> bytes:
     return json.dumps(base).encode()
 
 
+# Known gaps (README): Spark's JSON readers stop after the first complete value, so text after the
+# object that itself ends in '}' is not seen; its variant parser refuses a lone surrogate escape,
+# which reads as a missing field where Python's json accepts it.
 CONCATENATED = (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1}{"x": 1}')
+BRACE_AFTER = (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1} x}')
+LONE_SURROGATE = (b"p", b'{"player_id": "p", "game_id": "g\\ud800", "score": 1, "ts": 1}')
+KNOWN_GAPS = {CONCATENATED: None, BRACE_AFTER: None, LONE_SURROGATE: "schema"}
 # (kafka key, value): strings that read like other JSON kinds, every field of every wrong kind,
 # and the places where a lenient JSON reader would accept what JSON does not.
 CORPUS: list[tuple[bytes | None, bytes | None]] = [
@@ -54,7 +60,18 @@ CORPUS: list[tuple[bytes | None, bytes | None]] = [
     (b"p", b'{"player_id": "p", "game_id": "a\\qb", "score": 1, "ts": 1}'),
     (b"p", b'{"player_id": "p", "game_id": "a\tb", "score": 1, "ts": 1}'),
     (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1} trailing'),
-    CONCATENATED,
+    *KNOWN_GAPS,
+    # A duplicate field: the last one counts, whether the first was well-formed or not.
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1, "score": "x"}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": "x", "ts": 1, "score": 2}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1, "score": 1.5}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1, "player_id": 5}'),
+    (b"p", b'{"player_id": "p", "game_id": "g", "score": 1, "ts": 1, "game_id": 1e400}'),
+    (b"p", b'{"player_id": "p", "game_id": 1e400, "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": -1e400, "score": 1, "ts": 1}'),
+    (b"p", b'{"player_id": "p", "game_id": "g\xff", "score": 1, "ts": 1}'),  # not UTF-8
+    (b"p", b'{"player_id": "p", "game_id": "\\ud83c\\udfae", "score": 1, "ts": 1}'),  # a surrogate pair
+    (b"p", b'{"Player_ID": "p", "game_id": "g", "score": 1, "ts": 1}'), (b"p", _doc(Score="x")),
     (b"p", b'[{"player_id": "p", "game_id": "g", "score": 1, "ts": 1}]'),
     (b"p", b'"p"'), (b"p", b"42"), (b"p", b"null"), (b"p", b"true"), (b"p", b"{}"), (b"p", b"[]"),
     (b"p", b""), (b"p", b"not json"), (b"p", b'{"player_id": "p", "score": '), (b"p", b"\xff\xfe{}"),
@@ -89,9 +106,7 @@ def test_each_reason_is_in_the_category_the_reference_computes(both_paths) -> No
     typed, _ = both_paths
     got = {CORPUS[o]: (typed[o]["reason"] or "").split(":")[0] or None for o in typed}
     want = {kv: category(kv[0], kv[1], LIMIT) for kv in CORPUS}
-    # A known limit (README): Spark's JSON readers stop after the first complete value, so a JSON
-    # object followed by another is read as the first. Text after the object that is not itself
-    # ending in '}' is caught.
-    assert want.pop(CONCATENATED) == "unparseable_json" and got.pop(CONCATENATED) is None
+    for gap, category_here in KNOWN_GAPS.items():
+        assert want.pop(gap) != category_here and got.pop(gap) == category_here, gap
     assert got == want
     assert sum(reason is None for reason in got.values()) >= 20  # the corpus keeps valid records too
