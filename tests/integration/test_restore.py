@@ -161,6 +161,10 @@ def test_compaction_before_restore_keeps_what_an_unaudited_batch_superseded(brok
     assert_state(published_state(spark, settings), exp)
 
 
+# A long variant (about 100 s): `make soak` runs it. The suite keeps a lost checkpoint restored
+# (test_restore_after_lost_checkpoint, the windowed test_window_store_restored_after_lost_checkpoint,
+# and through the CLI in test_cli_e2e).
+@pytest.mark.soak
 def test_checkpoint_deleted_mid_stream_then_restored(broker: str, spark, make_settings, topic: str,
                                                      tmp_path: Path) -> None:
     """A continuous CLI run loses its checkpoint folder while micro-batches are in flight; the run
