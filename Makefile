@@ -14,7 +14,7 @@ demo: setup       ## the leaderboard end to end: broker, produce, run, publish, 
 
 test: export DELTASTATE_BROWSER := 1  # setup installs Debian chromium for the browser test
 test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (< 30 min)
-	$(UV) pytest -m "not soak" -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 $(PYTEST_ARGS)
 
 test-unit: setup  ## pure functions only
 	$(UV) pytest tests/unit -q -p no:cacheprovider
