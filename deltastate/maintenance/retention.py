@@ -4,7 +4,9 @@ Why straight to the changelog (unlike key-value TTL): the window and session eng
 state from the changelog and never touches a closed window again, so nothing in Spark's state can
 bring an expired window back. Stream time is per source partition (Kafka Streams keeps it per
 partition): the max over the intake audit's `stream_times` of that partition. An entry is removed
-when it is closed (end + grace <= stream time) and its end is older than stream time - retention.
+when it is closed (end + grace <= stream time) and its end is at or before stream time - retention:
+the boundary the snapshot and the engine's state read use too (Kafka Streams drops a segment once
+stream time - retention reaches it).
 
 A tombstone copies the expired entry's store key, source partition and offset; its value columns
 are null, and it is ordered after every record at the read version: (newest epoch, newest batch id
@@ -41,7 +43,7 @@ def is_expired(window_end: int, stream_time: int | None, grace_ms: int, retentio
     """The rule applied in Spark below, for one entry (unit-tested alone)."""
     if stream_time is None:
         return False
-    return window_end + grace_ms <= stream_time and window_end < stream_time - retention_ms
+    return window_end + grace_ms <= stream_time and window_end <= stream_time - retention_ms
 
 
 def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
@@ -69,7 +71,7 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     times = F.broadcast(stream_times(spark, settings, store))
     expired = (latest.join(times, "source_partition")
                .where((F.col(layout.WINDOW_END) + F.lit(grace) <= F.col("stream_time"))
-                      & (F.col(layout.WINDOW_END) < F.col("stream_time") - F.lit(retention))))
+                      & (F.col(layout.WINDOW_END) <= F.col("stream_time") - F.lit(retention))))
     top = table.agg(F.max("epoch").alias("e")).first()["e"]
     if top is None:
         return 0

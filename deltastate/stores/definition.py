@@ -59,7 +59,7 @@ class ChangelogOptions:
 class WindowSpec:
     """Kafka Streams TimeWindows: epoch-aligned [start, start + size), a new window every advance
     (advance == size: tumbling). A window closes when stream time >= end + grace; it leaves the
-    queryable state when its end is older than stream time - retention."""
+    queryable state when its end is at or before stream time - retention."""
 
     size_ms: int
     advance_ms: int
@@ -73,8 +73,9 @@ class WindowSpec:
 
 @dataclass(frozen=True)
 class SessionSpec:
-    """Kafka Streams SessionWindows: events closer than gap share a session; a session closes when
-    stream time - grace passes its end; it leaves the state after retention."""
+    """Kafka Streams SessionWindows: events at most gap apart share a session (inclusive, as
+    findSessions); a session closes when stream time - grace passes its end; it leaves the state
+    after retention."""
 
     gap_ms: int
     grace_ms: int

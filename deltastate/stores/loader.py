@@ -121,6 +121,13 @@ def _build(schemas_dir: Path, name: str, raw: dict[str, Any]) -> StoreDefinition
     event_time_field = raw.get("event_time_field", "ts")
     if event_time_field not in props or props[event_time_field].get("type") != "integer":
         raise StoreDefinitionError(name, f"event_time_field {event_time_field!r} must be an integer (epoch ms) field")
+    # Windows, sessions and stream time need a time on every event; the schema must make a missing
+    # or negative one a dead letter, or it would reach the engine (a stuck batch, or a lost record).
+    if event_time_field not in source.required or not props[event_time_field].get("minimum", -1) >= 0:
+        raise StoreDefinitionError(
+            name, f"event_time_field {event_time_field!r} must be required by {event_schema_name} and have "
+                  f"\"minimum\": 0 (got required={list(source.required)}, "
+                  f"minimum={props[event_time_field].get('minimum')})")
     leaderboard_by = (raw.get("leaderboard") or {}).get("default_by")
     if leaderboard_by is not None and leaderboard_by not in field_names:
         raise StoreDefinitionError(name, f"leaderboard.default_by {leaderboard_by!r} is not a value field")

@@ -62,7 +62,8 @@ def test_window_retention_tombstones_expired_windows(spark, make_settings) -> No
     v = {"count": 1, "sum_price": 1.0, "min_price": 1.0, "max_price": 1.0, "avg_price": 1.0, "volume": 1}
     entries = [  # (entry, expired?) labelled by hand
         (_entry("AAA", 0, st0 - H - 5_001, st0 - H - 1, 3, **v), True),  # ends 1 ms before the horizon
-        (_entry("AAA", 0, st0 - H - 5_000, st0 - H, 3, **v), False),  # ends exactly at it: retained
+        (_entry("AAA", 0, st0 - H - 5_000, st0 - H, 3, **v), True),  # ends exactly at it: gone, as in snapshots
+        (_entry("AAA", 0, st0 - H - 4_999, st0 - H + 1, 3, **v), False),  # ends 1 ms after it: retained
         (_entry("AAA", 0, st0 - 5_000, st0, 4, **v), False),  # open
         (_entry("BBB", 1, 0, 30 * M, 1, **v), True),
         (_entry("BBB", 1, 30 * M, 30 * M + 5_000, 2, **v), True),
@@ -79,7 +80,7 @@ def test_window_retention_tombstones_expired_windows(spark, make_settings) -> No
 
     gone = {(e["key"], e["window_start"], e["window_end"]) for e, dead in entries if dead}
     kept = {(e["key"], e["window_start"], e["window_end"]) for e, dead in entries if not dead}
-    assert report.expired_windows == report.tombstones_written == len(gone) == 3
+    assert report.expired_windows == report.tombstones_written == len(gone) == 4
     assert _live(spark, settings, store) == kept
     changelog = spark.read.format("delta").load(settings.table_path(store.name, layout.CHANGELOG))
     tombs = changelog.where("query_id = 'deltastate-cleanup/window-retention'").collect()
@@ -91,7 +92,7 @@ def test_window_retention_tombstones_expired_windows(spark, make_settings) -> No
 
     again = cleanup_store(settings, "trade_stats", spark=spark)
     assert again.expired_windows == 0 and again.read_version > report.read_version
-    assert changelog.count() == len(history) + len(entries) + 3
+    assert changelog.count() == len(history) + len(entries) + 4
 
     compacted = compact_store(settings, "trade_stats", spark=spark, vacuum=False)
     assert _live(spark, settings, store) == kept, compacted
@@ -107,7 +108,8 @@ def test_session_expiry_tombstones_expired_sessions(spark, make_settings) -> Non
     entries = [
         (_entry("u1", 0, 10 * H, 20 * H, 1, **v), True),
         (_entry("u1", 0, st - 24 * H - 2 * M, st - 24 * H - 1, 2, **v), True),
-        (_entry("u1", 0, st - 24 * H - M, st - 24 * H, 2, **v), False),
+        (_entry("u1", 0, st - 24 * H - M, st - 24 * H, 2, **v), True),  # ends exactly at the horizon
+        (_entry("u4", 0, st - 24 * H - M, st - 24 * H + 1, 2, **v), False),  # 1 ms after it
         (_entry("u2", 1, 10 * H, 20 * H, 2, **v), False),  # partition 1 is young: stream time 21 h
         (_entry("u3", 0, st - M, st, 2, **v), False),
     ]
@@ -116,9 +118,9 @@ def test_session_expiry_tombstones_expired_sessions(spark, make_settings) -> Non
 
     report = cleanup_store(settings, "user_sessions", spark=spark)
 
-    assert report.expired_sessions == report.tombstones_written == 2 and report.expired_windows == 0
+    assert report.expired_sessions == report.tombstones_written == 3 and report.expired_windows == 0
     assert _live(spark, settings, store) == {(e["key"], e["window_start"], e["window_end"])
                                              for e, dead in entries if not dead}
     changelog = spark.read.format("delta").load(settings.table_path(store.name, layout.CHANGELOG))
-    assert changelog.where("query_id = 'deltastate-cleanup/session-expiry' AND op = 'delete'").count() == 2
+    assert changelog.where("query_id = 'deltastate-cleanup/session-expiry' AND op = 'delete'").count() == 3
     assert cleanup_store(settings, "user_sessions", spark=spark).expired_sessions == 0

@@ -108,6 +108,28 @@ def test_count_with_a_field_is_refused(make_settings, tmp_path):
         load_store(settings, "page_views")
 
 
+@pytest.mark.parametrize(("change", "quoted"), [
+    ({"required": ["user_id", "page"]}, r"required=\['user_id', 'page'\]"),
+    ({"ts": {"type": "integer"}}, r"minimum=None"),
+    ({"ts": {"type": "integer", "minimum": -5}}, r"minimum=-5"),
+])
+def test_an_event_time_the_schema_lets_be_missing_or_negative_is_refused(make_settings, tmp_path, change, quoted):
+    """A missing or negative event time would fail a window batch on every replay (or vanish from a
+    window store): the definition is refused at load, naming the field and what the schema says."""
+    schemas = schemas_copy(tmp_path)
+    path = schemas / "events" / "click.v1.json"
+    schema = json.loads(path.read_text())
+    if "ts" in change:
+        schema["properties"]["ts"] = change["ts"]
+    else:
+        schema.update(change)
+    path.write_text(json.dumps(schema))
+    settings = dataclasses.replace(make_settings(), schemas_dir=schemas)
+    with pytest.raises(StoreDefinitionError, match=rf"page_views.*event_time_field 'ts' must be required .*{quoted}"):
+        load_store(settings, "page_views")
+    load_store(dataclasses.replace(settings, schemas_dir=REPO_SCHEMAS), "user_sessions")  # the shipped schema passes
+
+
 @pytest.mark.parametrize("text", ["plain", "it's", 'say "hi"', "back\\slash", "\\'", "é ü 💡", "new\nline"])
 def test_sql_string_literals_round_trip_through_spark(spark, text):
     assert spark.sql(f"SELECT {sql_string_literal(text)} AS v").first()["v"] == text

@@ -32,7 +32,8 @@ def test_expiry_is_strictly_older() -> None:
 @pytest.mark.parametrize(("end", "stream_time", "grace", "retention", "want"), [
     (1_000, None, 0, 0, False),  # no stream time for the partition: nothing expires
     (1_000, 5_000, 0, 3_999, True),
-    (1_000, 5_000, 0, 4_000, False),  # end == stream time - retention: still retained
+    (1_000, 5_000, 0, 4_000, True),  # end == stream time - retention: gone, as in the snapshot
+    (1_000, 5_000, 0, 4_001, False),
     (1_000, 5_000, 4_001, 0, False),  # not closed yet (end + grace > stream time)
     (1_000, 5_000, 4_000, 100, True),  # closed exactly at end + grace
 ])
