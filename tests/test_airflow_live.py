@@ -28,6 +28,7 @@ from local_infra import free_port, make_home
 from reference import VALUE_FIELDS, expected
 from store_checks import STORE, generated, new_topic, produce
 
+from deltastate.bench.soak import SHORT_LIVED_JVM
 from deltastate.config import PROJECT_ROOT, load_settings
 from deltastate.query import Queries
 from deltastate.stores import list_stores
@@ -100,7 +101,7 @@ def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]
         AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
         AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
         DELTASTATE_HOME=str(home), KAFKA_BOOTSTRAP=broker, DELTASTATE_SHUFFLE_PARTITIONS="2",
-        DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DAG_RETRIES="0",
+        DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM, DELTASTATE_DAG_RETRIES="0",
         DELTASTATE_RUN_SCHEDULE=NEVER, DELTASTATE_COMPACT_SCHEDULE=NEVER, DELTASTATE_CLEANUP_SCHEDULE=NEVER,
         DELTASTATE_PUBLISH_SCHEDULE=NEVER)
     log = root / "standalone.log"

@@ -102,14 +102,23 @@ def _delta_batch(table: str) -> int:
     return -1
 
 
+# A child runs small micro-batches for a minute or two. Its JVM spends the time loading and compiling
+# Spark's own code, and on 2 cores C2 compiles compete with the batches: C1 alone and the serial
+# collector start a `run --once` of 3,000 events in 24.5-32.3 s instead of 36.9-45.9 s
+# (bench/results.md). A long backlog wants C2 (a 2M-event batch took 58 s on C1 against 34 s).
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def child_env(settings: Settings) -> dict[str, str]:
-    """The environment under which a `deltastate` subprocess sees exactly these settings."""
+    """The environment under which a short-lived `deltastate` subprocess (a crash trial, a test's CLI
+    run) sees exactly these settings, with a small driver JVM tuned to start fast."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
     env.update(DELTASTATE_HOME=str(settings.home), DELTASTATE_STORAGE=settings.storage_root,
                DELTASTATE_BROKER_PORT=str(settings.broker_port),
                DELTASTATE_CONTROLLER_PORT=str(settings.controller_port),
                DELTASTATE_SHUFFLE_PARTITIONS=str(settings.shuffle_partitions),
                DELTASTATE_MAX_VALUE_BYTES=str(settings.max_value_bytes), DELTASTATE_DRIVER_MEMORY="1g",
+               DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM,
                SPARK_LOCAL_DIRS=str(Path(settings.storage_root) / "spark-local"))
     if not settings.uses_local_broker:
         env["KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap

@@ -32,7 +32,8 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("DELTASTATE_DRIVER_MEMORY", "4g"),
         # A deep stack: the stream execution thread overflowed in java.util.regex under load.
-        "spark.driver.extraJavaOptions": "-Xss64m -Dlog4j2.level=WARN",
+        "spark.driver.extraJavaOptions": " ".join(
+            ["-Xss64m", "-Dlog4j2.level=WARN", *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
