@@ -72,7 +72,7 @@ def test_compact_and_cleanup_while_stream_appends(broker: str, spark, make_setti
         # Until the producer is done and both have really acted on the moving stream (a rewrite, an
         # expiry), with a guard for loaded machines.
         loop_deadline = time.monotonic() + 600
-        while (feeder.is_alive() or len(compactions) < 3 or not any(c.skipped is None for c in compactions)
+        while (feeder.is_alive() or len(compactions) < 2 or not any(c.skipped is None for c in compactions)
                or not any(c.expired_keys for c in cleanups)) and time.monotonic() < loop_deadline:
             if "error" in outcome:
                 break
