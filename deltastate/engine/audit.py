@@ -15,6 +15,8 @@ expressions, and writes the records that fail. The count must match, or the batc
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -124,9 +126,17 @@ def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     return ledger
 
 
+@contextmanager
 def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, topic: str,
-                        ranges: dict[int, tuple[int, int]]) -> DataFrame:
-    """The classified records of the given offset ranges (inclusive) that failed, read from Kafka."""
+                        ranges: dict[int, tuple[int, int]]) -> Iterator[DataFrame]:
+    """The classified records of the given offset ranges (inclusive) that failed, read from Kafka.
+
+    The classified records are cached before the filter, and the cache is the point: Spark pushes a
+    filter on `reason` below the projections that compute it, inlining every alias the reason
+    reads, which repeats the JSON parses hundreds of times per record (721 `from_json` calls in the
+    optimized plan of trade_stats' four fields). A warm `--once` run over 500,000 player_stats
+    records, 500 of them bad, took 52.9 s that way and 21.6 s with the cache (13.4 s with none bad).
+    A cached relation is a leaf to the optimizer, so each record is parsed once."""
     from deltastate.ingest.decode import classify
 
     start = json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items()}})
@@ -136,4 +146,8 @@ def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
                .option("assign", json.dumps({topic: sorted(ranges)}))
                .option("startingOffsets", start).option("endingOffsets", end)
                .option("failOnDataLoss", "true").load())
-    return classify(records, store, settings.max_value_bytes).where(F.col("reason").isNotNull())
+    classified = classify(records, store, settings.max_value_bytes).persist()
+    try:
+        yield classified.where(F.col("reason").isNotNull())
+    finally:
+        classified.unpersist()

@@ -118,18 +118,18 @@ def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
     expected = audit.total("dead_lettered")
     if not expected:
         return
-    dead = dead_letter_rows(reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters()),
-                            lineage, batch_id).persist()
-    try:
-        found = dead.count()
-        if found != expected:
-            raise AuditMismatchError(
-                f"store {store.name!r}, batch {batch_id}: {expected} records of topic {topic!r} failed, but "
-                f"reading offsets {audit.with_dead_letters()} again found {found}; the batch's dead letters "
-                "and audit row were not written")
-        append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
-    finally:
-        dead.unpersist()
+    with reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters()) as failed:
+        dead = dead_letter_rows(failed, lineage, batch_id).persist()
+        try:
+            found = dead.count()
+            if found != expected:
+                raise AuditMismatchError(
+                    f"store {store.name!r}, batch {batch_id}: {expected} records of topic {topic!r} failed, but "
+                    f"reading offsets {audit.with_dead_letters()} again found {found}; the batch's dead letters "
+                    "and audit row were not written")
+            append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
+        finally:
+            dead.unpersist()
 
 
 def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> DataFrame:

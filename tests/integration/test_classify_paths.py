@@ -3,6 +3,7 @@ parse that vouches for most records, and the variant parse every other record ta
 tricky values runs through both on real Spark; each record's reason and typed values must be the
 same, and each reason's category must be the one tests/reference.py computes independently."""
 
+import dataclasses
 import json
 
 import pytest
@@ -110,3 +111,30 @@ def test_each_reason_is_in_the_category_the_reference_computes(both_paths) -> No
         assert want.pop(gap) != category_here and got.pop(gap) == category_here, gap
     assert got == want
     assert sum(reason is None for reason in got.values()) >= 20  # the corpus keeps valid records too
+
+
+def _from_json_calls(frame) -> int:
+    return frame._jdf.queryExecution().optimizedPlan().toString().count("from_json")
+
+
+def test_a_batchs_dead_letters_read_again_from_kafka_are_the_failing_records_each_parsed_once(
+        spark, broker, session_settings, topic) -> None:
+    """The key-value engine reads a batch's offset range again for its dead letters. They must be
+    exactly the records classify fails, and the filter must not be pushed into the parse: inlined,
+    it repeated the JSON parses hundreds of times per record (721 calls in the optimized plan)."""
+    from deltastate.engine.audit import reread_dead_letters
+    from deltastate.ingest.producer import ensure_topic, produce_records
+
+    store = load_store(session_settings, STORE)
+    ensure_topic(broker, topic, 1)
+    produce_records(broker, topic, CORPUS)
+    settings = dataclasses.replace(session_settings, max_value_bytes=LIMIT)
+    plain = classify(spark.read.format("kafka").option("kafka.bootstrap.servers", broker)
+                     .option("subscribe", topic).load(), store, LIMIT)
+    with reread_dead_letters(spark, settings, store, topic, {0: (0, len(CORPUS) - 1)}) as failed:
+        assert _from_json_calls(failed) <= _from_json_calls(plain) + 2  # the cached plan, once
+        got = {row["offset"]: row["reason"].split(":")[0] for row in failed.collect()}
+    expected = {o: KNOWN_GAPS[kv] if kv in KNOWN_GAPS else category(kv[0], kv[1], LIMIT)
+                for o, kv in enumerate(CORPUS)}
+    want = {o: c for o, c in expected.items() if c is not None}
+    assert got == want and len(got) >= 40
