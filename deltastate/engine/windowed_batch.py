@@ -43,18 +43,18 @@ def _is_delete(store: StoreDefinition):
     return cond
 
 
-def _changelog_rows(puts: DataFrame, deletes: DataFrame, store: StoreDefinition, lineage: Lineage,
+def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefinition, lineage: Lineage,
                     batch_id: int) -> DataFrame:
     values = [F.col(f.name).cast(f.spark_type) for f in store.value_fields]
     put_rows = puts.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
                            F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
                            F.lit(layout.OP_PUT).alias(layout.OP), "source_partition", "source_offset", "event_ms")
-    delete_rows = deletes.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+    delete_rows = None if deletes is None else deletes.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                                  *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
                                  F.lit(None).cast("bigint").alias(layout.EVENTS),
                                  F.lit(layout.OP_DELETE).alias(layout.OP), "source_partition", "source_offset",
                                  F.lit(None).cast("bigint").alias("event_ms"))
-    rows = put_rows.unionByName(delete_rows)
+    rows = put_rows if delete_rows is None else put_rows.unionByName(delete_rows)
     return rows.select(
         layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
         F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS, layout.OP,
@@ -75,19 +75,24 @@ def _event_fields(store: StoreDefinition) -> list[str]:
     return sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
 
 
-def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
-    delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
-                                                    F.max("partition").alias("delete_partition"))
+def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
     # The windowed events are cached with only what the windows and aggregations read (the batch
     # itself, raw bytes included, is cached once in write()).
     read = events.select("key_str", "partition", "offset", STREAM_TIME, *_event_fields(store))
     windowed = add_windows(read, store).persist()
     late = late_events(windowed).select("partition", "offset")
-    contributions = window_contributions(windowed.where(F.size("windows") > 0), store, delete_offsets)
     touched = windowed.select("key_str").unionByName(deletes.select("key_str"))
     state = live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+    if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
+        contributions = window_contributions(windowed.where(F.size("windows") > 0), store, None)
+        puts, _ = window_changes(contributions, state, None, store)
+        return puts, None, late, [windowed]
+    delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
+                                                    F.max("partition").alias("delete_partition"))
+    contributions = window_contributions(windowed.where(F.size("windows") > 0), store, delete_offsets)
     deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
     puts, removed = window_changes(contributions, state, deleted_keys.select(layout.KEY), store)
+    assert removed is not None
     removed = (removed.join(deleted_keys, layout.KEY)
                .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                        F.col("delete_partition").alias("source_partition"),
@@ -95,7 +100,7 @@ def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, ho
     return puts, removed, late, [windowed]
 
 
-def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon):
+def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
     fields = _event_fields(store)
     records = events.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
@@ -136,40 +141,49 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
         try:
             valid = F.col("reason").isNull()
             deleting = _is_delete(store)
-            events = with_stream_time(b.where(valid & ~deleting), clock.times, store.event_time_field)
-            deletes = b.where(valid & deleting)
-            horizon = min(clock.times.values()) - retention if clock.times else None
-            step = _session_batch if store.session else _window_batch
-            puts, removed, late, more = step(spark, settings, store, lineage, batch_id, events, deletes, horizon)
-            cached += more
-            rows = _changelog_rows(puts, removed, store, lineage, batch_id).persist()
-            cached.append(rows)
-            by_op = {r[layout.OP]: int(r["count"]) for r in rows.groupBy(layout.OP).count().collect()}
-            if by_op:
-                append_once(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
-            late_rows = b.join(late.withColumn("_late", F.lit(True)), ["partition", "offset"], "left")
-            per_partition = late_rows.groupBy("partition").agg(
+            # The first action reads and classifies the batch into the cache, and tells whether it
+            # deletes anything before the windows are planned.
+            per_partition = b.groupBy("partition").agg(
                 F.count(F.lit(1)).alias("records_in"),
-                F.count_if(valid & F.col("_late").isNull()).alias("applied"),
-                F.count_if(~valid | F.col("_late").isNotNull()).alias("dead_lettered"),
-                F.count_if(F.col("_late").isNotNull()).alias("late"),
+                F.count_if(~valid).alias("failed"),
                 F.count_if(valid & deleting).alias("tombstones"),
                 F.min("offset").alias("lo"), F.max("offset").alias("hi"),
                 F.max(F.when(valid & ~deleting, F.col(store.event_time_field))).alias("batch_max"),
             ).collect()
             if not per_partition:
                 return
-            totals = {k: sum(int(r[k]) for r in per_partition)
-                      for k in ("records_in", "applied", "dead_lettered", "late", "tombstones")}
+            events = with_stream_time(b.where(valid & ~deleting), clock.times, store.event_time_field)
+            deletes = b.where(valid & deleting)
+            horizon = min(clock.times.values()) - retention if clock.times else None
+            step = _session_batch if store.session else _window_batch
+            has_deletes = any(int(r["tombstones"]) for r in per_partition)
+            puts, removed, late, more = step(spark, settings, store, lineage, batch_id, events, deletes, horizon,
+                                             has_deletes)
+            cached += more
+            rows = _changelog_rows(puts, removed, store, lineage, batch_id).persist()
+            cached.append(rows)
+            by_op = {r[layout.OP]: int(r["count"]) for r in rows.groupBy(layout.OP).count().collect()}
+            if by_op:
+                append_once(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
+            # Late events are counted from the cached step output, not by joining the whole batch.
+            late_by_partition = {int(r["partition"]): int(r["count"])
+                                 for r in late.groupBy("partition").count().collect()}
+            counts = {}
+            for r in per_partition:
+                p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
+                counts[p] = (int(r["records_in"]), int(r["records_in"]) - int(r["failed"]) - n_late,
+                             int(r["failed"]) + n_late, int(r["tombstones"]))
+            totals = {name: sum(c[i] for c in counts.values()) for i, name in enumerate(COUNTS)}
+            totals["late"] = sum(late_by_partition.values())
             if totals["dead_lettered"]:
+                late_rows = b.join(late.withColumn("_late", F.lit(True)), ["partition", "offset"], "left")
                 dead = dead_letter_rows(late_rows.where(~valid | F.col("_late").isNotNull())
                                         .withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE))),
                                         lineage, batch_id)
                 append_once(dead, paths[layout.DEADLETTER], lineage.app_id(layout.DEADLETTER), batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
-            audit = audit_row(spark, lineage, batch_id,
-                              {int(r["partition"]): tuple(int(r[k]) for k in COUNTS) for r in per_partition},
+            audit = audit_row(spark, lineage, batch_id, counts,
                               {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                               batch_max, late=totals["late"])
             append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)

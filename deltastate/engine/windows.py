@@ -61,22 +61,24 @@ def merged_value(a: Aggregation, old: str, new: str, old_events: Column, new_eve
     raise ValueError(f"unsupported op {a.op!r}")
 
 
-def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame) -> DataFrame:
+def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame | None) -> DataFrame:
     """(event x open window) rows that survive the key's last delete in the batch; `events` carries
-    the `windows` array from open_windows()."""
+    the `windows` array from open_windows(). Deletes are matched before the explode, which
+    multiplies the rows by size/advance."""
     w = store.window
     assert w is not None
+    if delete_offsets is not None:
+        events = (events.join(delete_offsets, "key_str", "left")
+                  .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
     exploded = events.select("*", F.explode("windows").alias(WINDOW_START))
-    surviving = (exploded.join(delete_offsets, "key_str", "left")
-                 .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
-    return surviving.withColumn(WINDOW_END, F.col(WINDOW_START) + F.lit(w.size_ms))
+    return exploded.withColumn(WINDOW_END, F.col(WINDOW_START) + F.lit(w.size_ms))
 
 
-def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: DataFrame,
-                   store: StoreDefinition) -> tuple[DataFrame, DataFrame]:
+def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: DataFrame | None,
+                   store: StoreDefinition) -> tuple[DataFrame, DataFrame | None]:
     """(puts, deletes) of the batch. puts: key, window bounds, value columns, events, source
-    partition/offset, event_ms. deletes: key, window bounds of state entries the batch's deletes
-    removed and no later event re-created."""
+    partition/offset, event_ms. deletes (None when the batch deletes nothing): key, window bounds
+    of state entries the batch's deletes removed and no later event re-created."""
     partials = contributions.groupBy(F.col("key_str").alias(KEY), WINDOW_START, WINDOW_END).agg(
         *[p for a in store.aggregations for p in _partial(a)],
         F.count(F.lit(1)).alias("p_events"),
@@ -84,7 +86,7 @@ def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: Dat
         F.max("offset").alias("source_offset"),
         F.max(store.event_time_field).alias("event_ms"),
     )
-    alive = state.join(deleted_keys, KEY, "left_anti")
+    alive = state if deleted_keys is None else state.join(deleted_keys, KEY, "left_anti")
     old = alive.select(KEY, WINDOW_START, WINDOW_END, *[F.col(a.target).alias(f"o_{a.target}") for a in store.aggregations],
                        F.col(EVENTS).alias("o_events"))
     joined = partials.join(old, [KEY, WINDOW_START, WINDOW_END], "left")
@@ -93,6 +95,8 @@ def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: Dat
     puts = joined.select(KEY, WINDOW_START, WINDOW_END, *values,
                          (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
                          "source_partition", "source_offset", "event_ms")
+    if deleted_keys is None:
+        return puts, None
     removed = (state.join(deleted_keys, KEY, "left_semi")
                .join(partials.select(KEY, WINDOW_START, WINDOW_END), [KEY, WINDOW_START, WINDOW_END], "left_anti"))
     return puts, removed.select(KEY, WINDOW_START, WINDOW_END)
