@@ -5,21 +5,24 @@ newest batches, it would replay the topic from the wrong place and count events 
 them) without a word. The changelog and the intake audit record which lineage wrote which batch,
 so a checkpoint can be held against them; on any disagreement the run is refused with the command
 that fixes it (`deltastate restore <store>`).
+
+The check costs the Delta logs, not the history: each append is idempotent (txnAppId = the
+lineage's table app id, txnVersion = the batch id), so the log already holds every lineage's newest
+batch, and other lineages are looked for only in the current epoch's partitions.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import CHANGELOG, INTAKE, is_windowed
+from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, is_windowed, segment_of
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
-from deltastate.engine.lineage import LINEAGE_FILE
+from deltastate.engine.lineage import LINEAGE_FILE, Lineage
 from deltastate.engine.plan import QUERY
 from deltastate.errors import CheckpointMismatchError
 from deltastate.stores.definition import StoreDefinition
@@ -28,25 +31,72 @@ from deltastate.stores.definition import StoreDefinition
 TWO_QUERY_FOLDERS = ("intake", "changelog")
 
 
-@dataclass(frozen=True)
-class TableBatches:
-    """Per lineage (query_id) of one table: its epoch (changelog only) and newest batch id."""
-
-    rows: dict[str, tuple[int | None, int]]
-
-    def newest_batch(self, lineage_id: str) -> int | None:
-        found = self.rows.get(lineage_id)
-        return None if found is None else found[1]
+# Delta drops an idempotent writer's txn entry after this long when a table sets it; deltastate's
+# tables do not, so the log keeps every lineage's newest batch for good.
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
+CLEANUP_PREFIX = "deltastate-cleanup/"
 
 
-def _table_batches(spark: SparkSession, path: str, with_epoch: bool) -> TableBatches:
+def _log_snapshot(spark: SparkSession, path: str):
+    """The table's latest Delta snapshot (a JVM object), or None when there is no table."""
     if not table_exists(spark, path):
-        return TableBatches({})
-    df = spark.read.format("delta").load(path).where(F.col("query_id").isNotNull())
-    epoch = F.max("epoch") if with_epoch else F.lit(None).cast("int")
-    rows = df.groupBy("query_id").agg(epoch.alias("epoch"), F.max("batch_id").alias("batch")).collect()
-    return TableBatches({r["query_id"]: (None if r["epoch"] is None else int(r["epoch"]), int(r["batch"]))
-                         for r in rows})
+        return None
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)._2()
+
+
+def _txn_versions(spark: SparkSession, path: str) -> dict[str, int] | None:
+    """appId -> newest txnVersion of the table's idempotent appends, read from the Delta log (no data
+    file is opened): {} for a missing table, None for one whose entries may expire."""
+    snapshot = _log_snapshot(spark, path)
+    if snapshot is None:
+        return {}
+    if snapshot.metadata().configuration().contains(TXN_RETENTION):
+        return None
+    versions: dict[str, int] = {}
+    transactions = snapshot.setTransactions().iterator()
+    while transactions.hasNext():
+        txn = transactions.next()
+        versions[str(txn.appId())] = int(txn.version())
+    return versions
+
+
+def _newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) -> int | None:
+    """The newest batch the lineage appended to the table: its txn version in the log, or, for a
+    table whose txn entries may expire, the newest batch_id of its rows."""
+    versions = _txn_versions(spark, path)
+    if versions is not None:
+        return versions.get(app_id)
+    row = (spark.read.format("delta").load(path).where(F.col("query_id") == lineage_id)
+           .agg(F.max("batch_id")).first())
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str) -> dict[str, int]:
+    """Other lineages (not cleanup) with changelog rows of epoch >= `epoch`: query_id -> newest epoch.
+    The segment (epoch * 1e9 + batch / 100) prunes older epochs' partitions, and the files of the
+    running lineage, whose query_id statistics hold only its id, are skipped by Delta's data skipping;
+    in steady state no data file is read."""
+    if not table_exists(spark, path):
+        return {}
+    rows = (spark.read.format("delta").load(path)
+            .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col("query_id") != F.lit(lineage_id))
+                   & ~F.col("query_id").startswith(CLEANUP_PREFIX))
+            .groupBy("query_id").agg(F.max("epoch").alias("epoch")).collect())
+    return {r["query_id"]: int(r["epoch"]) for r in rows if r["epoch"] is not None and r["epoch"] >= epoch}
+
+
+def _lineages(spark: SparkSession, path: str) -> set[str]:
+    if not table_exists(spark, path):
+        return set()
+    rows = spark.read.format("delta").load(path).where(F.col("query_id").isNotNull()).select("query_id").distinct()
+    return {r["query_id"] for r in rows.collect()}
+
+
+def _has_lineage_rows(spark: SparkSession, path: str) -> bool:
+    snapshot = _log_snapshot(spark, path)
+    if snapshot is None or snapshot.numOfFiles() == 0:  # a new store's empty table: no read
+        return False
+    return bool(spark.read.format("delta").load(path).where(F.col("query_id").isNotNull()).limit(1).collect())
 
 
 def _batch_ids(folder: Path) -> list[int]:
@@ -125,12 +175,11 @@ def drop_orphan_temp_files(checkpoint: Path) -> list[Path]:
 def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Raises CheckpointMismatchError when the store's checkpoint disagrees with its tables."""
     checkpoint = Path(settings.checkpoint_path(store.name))
-    changelog = _table_batches(spark, settings.table_path(store.name, CHANGELOG), with_epoch=True)
-    intake = _table_batches(spark, settings.table_path(store.name, INTAKE), with_epoch=False)
+    paths = {table: settings.table_path(store.name, table) for table in (CHANGELOG, INTAKE)}
     marker = checkpoint / LINEAGE_FILE
     if not marker.is_file():
-        written = len(changelog.rows) + len(intake.rows)
-        if written:
+        if any(_has_lineage_rows(spark, path) for path in paths.values()):
+            written = len(set().union(*(_lineages(spark, path) for path in paths.values())))
             raise _refuse(store.name, f"checkpoint {checkpoint} is missing or lost its {LINEAGE_FILE}, but the "
                                       f"changelog and intake tables hold batches of {written} earlier run(s)")
         return
@@ -140,8 +189,7 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
     except (ValueError, KeyError, OSError) as exc:
         raise _refuse(store.name, f"{marker} is unreadable ({exc})") from exc
     # Cleanup's tombstones (query_id deltastate-cleanup/...) are appended beside the stream, not by another lineage.
-    newer = {qid: e for qid, (e, _) in changelog.rows.items()
-             if qid != lineage_id and not qid.startswith("deltastate-cleanup/") and e is not None and e >= epoch}
+    newer = _lineages_since(spark, paths[CHANGELOG], epoch, lineage_id)
     if newer:
         qid, e = max(newer.items(), key=lambda item: item[1])
         raise _refuse(store.name, f"checkpoint {checkpoint} (lineage {lineage_id}, epoch {epoch}) is superseded: "
@@ -152,7 +200,9 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
             f"store {store.name!r}: checkpoint {checkpoint} holds the {' and '.join(two_query)} queries of "
             "deltastate's earlier two-query engine, which this engine cannot continue; replay the topic into "
             "a new storage root (DELTASTATE_STORAGE)")
-    newest = [b for b in (changelog.newest_batch(lineage_id), intake.newest_batch(lineage_id)) if b is not None]
+    lineage = Lineage(store.name, lineage_id, epoch, str(checkpoint))
+    newest = [b for table, path in paths.items()
+              if (b := _newest_batch(spark, path, lineage.app_id(table), lineage_id)) is not None]
     # Key-value state lives in Spark's state store; window and session state is in the changelog.
     _check_query(store.name, checkpoint / QUERY, max(newest, default=None), f"{CHANGELOG}/{INTAKE}",
                  stateful=not is_windowed(store))

@@ -106,3 +106,56 @@ def test_run_recovers_from_a_kill_while_spark_wrote_its_first_offsets_entry(brok
     assert_counts(exp, None, spark, settings)
     assert_changelog_unique(spark, settings)
     assert_state(published_state(spark, settings), exp)
+
+
+def test_the_check_reads_the_delta_logs_not_the_running_lineages_data(broker: str, spark, make_settings,
+                                                                       topic: str, tmp_path: Path) -> None:
+    """The check runs before every run, so it must not cost a scan of the history: with every data
+    file of the changelog and intake moved away (the logs untouched), it still passes a good
+    checkpoint and still refuses a stale one, which only the Delta logs can tell it."""
+    from deltastate.changelog.layout import CHANGELOG, INTAKE
+    from deltastate.maintenance.checkpoint import verify_checkpoint
+    from deltastate.stores import load_store
+
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    checkpoint = Path(settings.checkpoint_path(STORE))
+    stream = generated(3_000, 300, seed=43, tombstones=0.03)
+    produce(settings, topic, stream[:1_500], ref)
+    run_store(settings, STORE, once=True, topic=topic)
+    shutil.copytree(checkpoint, tmp_path / "stale")
+    produce(settings, topic, stream[1_500:], ref)
+    run_store(settings, STORE, once=True, topic=topic)
+    store = load_store(settings, STORE)
+
+    moved = []
+    for name in (CHANGELOG, INTAKE):
+        table_dir = Path(settings.table_path(STORE, name))
+        for data in [f for f in table_dir.rglob("*.parquet") if "_delta_log" not in f.parts]:
+            away = tmp_path / "away" / data.relative_to(table_dir.parent)
+            away.parent.mkdir(parents=True, exist_ok=True)
+            data.rename(away)
+            moved.append((away, data))
+    assert len(moved) >= 4  # two batches in each table
+    try:
+        spark.catalog.clearCache()
+        verify_checkpoint(spark, settings, store)
+        good = tmp_path / "good"
+        shutil.copytree(checkpoint, good)
+        _swap(checkpoint, tmp_path / "stale")
+        with pytest.raises(CheckpointMismatchError, match="is older than the changelog/intake table"):
+            verify_checkpoint(spark, settings, store)
+        _swap(checkpoint, good)
+    finally:
+        for away, data in moved:
+            away.rename(data)
+    # Without its lineage.json the checkpoint is refused; the one lineage wrote both tables.
+    marker = checkpoint / "lineage.json"
+    kept = marker.read_text()
+    marker.unlink()
+    with pytest.raises(CheckpointMismatchError, match=r"tables hold batches of 1 earlier run\(s\)"):
+        verify_checkpoint(spark, settings, store)
+    marker.write_text(kept)
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_state(published_state(spark, settings), exp)
