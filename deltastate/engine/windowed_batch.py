@@ -101,6 +101,7 @@ def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, ho
 
 
 def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
+    # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
     fields = _event_fields(store)
     records = events.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
