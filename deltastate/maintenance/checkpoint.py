@@ -73,9 +73,11 @@ def _newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) 
 
 def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str) -> dict[str, int]:
     """Other lineages (not cleanup) with changelog rows of epoch >= `epoch`: query_id -> newest epoch.
-    The segment (epoch * 1e9 + batch / 100) prunes older epochs' partitions, and the files of the
-    running lineage, whose query_id statistics hold only its id, are skipped by Delta's data skipping;
-    in steady state no data file is read."""
+    The segment (epoch * 1e9 + batch / 100) prunes older epochs' partitions, and the files the
+    running lineage wrote alone, whose query_id statistics hold only its id, are skipped by Delta's
+    data skipping. Still read: files of cleanup tombstones and files compaction mixed, and every
+    file when query_id falls outside the 32 columns Delta keeps statistics for (a store with more
+    than about 20 value fields)."""
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)
