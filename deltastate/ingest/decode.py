@@ -127,7 +127,11 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
     fields is parsed a third time, to tell unparseable JSON from a JSON value that is not an object.
     Both paths report the same reasons: the typed one can only say "well-formed", and then both
     check the same bounds in the same order. typed_path=False sends every record down the variant
-    path (tests compare the two)."""
+    path (tests compare the two).
+
+    Filter on `reason` only over a cached or streamed-through frame: a filter placed straight on
+    this plan is pushed below its projections and repeats the JSON parses once per reference
+    (engine.audit.reread_dead_letters caches first, for that reason)."""
     props = store.source.properties
     required = set(store.source.required)
     key_field = store.key_field
