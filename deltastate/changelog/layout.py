@@ -81,6 +81,12 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     # JSON {partition: [records_in, applied, dead_lettered, tombstones]} of the batch. Added after the
     # first release, so last: older tables gain it on their next audit append (older rows read null).
     ("partition_counts", "string"),
+    # JSON of what the lineage's writer carried into the batch: key-value stores {"counts": {partition:
+    # [records_in, applied, dead_lettered, tombstones]}, "hi": {partition: highest offset read}} summed
+    # over the lineage's earlier batches; window and session stores {"stream_times": {partition: ms}}.
+    # A run starts from its lineage's newest row (engine/audit.py, engine/stream_time.py) instead of
+    # summing the history. Added later still; older rows read null and make the start scan instead.
+    ("totals_before", "string"),
 )
 
 

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import INTAKE
 from deltastate.changelog.tables import table_exists
+from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
 from deltastate.config import Settings
 from deltastate.engine.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
@@ -22,10 +23,38 @@ from deltastate.stores.definition import StoreDefinition
 STREAM_TIME = "stream_time"
 
 
+def stream_times_json(times: dict[int, int]) -> str:
+    """The stream times a batch starts from, as its audit row's totals_before."""
+    return json.dumps({"stream_times": {str(p): ms for p, ms in sorted(times.items())}})
+
+
 def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                       before_batch: int) -> dict[int, int]:
     """Partition -> stream time after every batch committed before `before_batch` of this lineage
-    (and every batch of earlier lineages). A replayed batch must see the stream time it first saw."""
+    (and every batch of earlier lineages). A replayed batch must see the stream time it first saw.
+
+    Read from the lineage's newest audit row (txn_log names its batch): its totals_before, advanced
+    by its own batch unless it is the batch being replayed. A lineage's first batch, and tables
+    whose rows or log cannot answer so, take the maximum over the history instead."""
+    path = settings.table_path(store.name, INTAKE)
+    try:
+        newest = newest_lineage_row(spark, path, lineage.app_id(INTAKE), lineage.lineage_id,
+                                    ["stream_times", "totals_before"])
+    except UnknownFromLog:
+        newest = None
+    if newest is None or newest[1]["totals_before"] is None or newest[0] > before_batch:
+        return scan_stream_times(spark, settings, store, lineage, before_batch)
+    batch_id, row = newest
+    carried = {int(p): ms for p, ms in json.loads(row["totals_before"])["stream_times"].items()}
+    if batch_id == before_batch:
+        return carried
+    own = {int(p): ms for p, ms in json.loads(row["stream_times"] or "{}").items()}
+    return advance(carried, own)
+
+
+def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                      before_batch: int) -> dict[int, int]:
+    """load_stream_times as the maximum over every audit row it covers."""
     path = settings.table_path(store.name, INTAKE)
     if not table_exists(spark, path):
         return {}

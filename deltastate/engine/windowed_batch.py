@@ -18,7 +18,13 @@ from deltastate.config import Settings
 from deltastate.engine import sessions as session_merge
 from deltastate.engine.audit import COUNTS
 from deltastate.engine.lineage import Lineage
-from deltastate.engine.stream_time import STREAM_TIME, advance, load_stream_times, with_stream_time
+from deltastate.engine.stream_time import (
+    STREAM_TIME,
+    advance,
+    load_stream_times,
+    stream_times_json,
+    with_stream_time,
+)
 from deltastate.engine.windowed_state import live_entries
 from deltastate.engine.windows import add_windows, late_events, window_changes, window_contributions
 from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
@@ -186,7 +192,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             new_times = advance(clock.times, batch_max)
             audit = audit_row(spark, lineage, batch_id, counts,
                               {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
-                              batch_max, late=totals["late"])
+                              batch_max, stream_times_json(clock.times), late=totals["late"])
             append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:

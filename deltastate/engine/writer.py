@@ -23,6 +23,7 @@ from deltastate.engine.audit import (
     RunningTotals,
     advance,
     batch_audit,
+    ledger_json,
     load_ledger,
     reread_dead_letters,
 )
@@ -101,7 +102,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         if audit.counts and not ledger.audited:
             _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
                                 paths[layout.DEADLETTER])
-            row = audit_row(batch.sparkSession, lineage, batch_id, audit.counts, audit.offsets, audit.stream_times)
+            row = audit_row(batch.sparkSession, lineage, batch_id, audit.counts, audit.offsets, audit.stream_times,
+                            ledger_json(ledger))
             append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
         ledger = advance(ledger, audit, batch_id)
         if listener:
@@ -142,17 +144,22 @@ def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> Data
             .select(*[name for name, _ in layout.DEADLETTER_COLUMNS]))
 
 
-def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
-              offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], late: int = 0) -> DataFrame:
-    """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
-    offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time."""
-    def by_partition(values: dict) -> str:
-        return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
+def by_partition(values: dict) -> str:
+    """JSON {partition: value} as the audit table holds it (tuples as lists, partitions in order)."""
+    return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
 
+
+def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
+              offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], totals_before: str,
+              late: int = 0) -> DataFrame:
+    """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
+    offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time;
+    totals_before: JSON of what the writer carried into the batch (layout.INTAKE_COLUMNS)."""
     records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
     return spark.createDataFrame(
         [(lineage.lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
-          by_partition(stream_times), by_partition(counts))],
+          by_partition(stream_times), by_partition(counts), totals_before)],
         "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-        "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string",
+        "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string, "
+        "totals_before string",
     ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, is_windowed, segment_of
 from deltastate.changelog.tables import table_exists
+from deltastate.changelog.txn_log import log_snapshot, txn_versions
 from deltastate.config import Settings
 from deltastate.engine.lineage import LINEAGE_FILE, Lineage
 from deltastate.engine.plan import QUERY
@@ -29,41 +30,13 @@ from deltastate.stores.definition import StoreDefinition
 
 # Query folders of deltastate's earlier key-value engine (one intake and one changelog query).
 TWO_QUERY_FOLDERS = ("intake", "changelog")
-
-
-# Delta drops an idempotent writer's txn entry after this long when a table sets it; deltastate's
-# tables do not, so the log keeps every lineage's newest batch for good.
-TXN_RETENTION = "delta.setTransactionRetentionDuration"
 CLEANUP_PREFIX = "deltastate-cleanup/"
-
-
-def _log_snapshot(spark: SparkSession, path: str):
-    """The table's latest Delta snapshot (a JVM object), or None when there is no table."""
-    if not table_exists(spark, path):
-        return None
-    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)._2()
-
-
-def _txn_versions(spark: SparkSession, path: str) -> dict[str, int] | None:
-    """appId -> newest txnVersion of the table's idempotent appends, read from the Delta log (no data
-    file is opened): {} for a missing table, None for one whose entries may expire."""
-    snapshot = _log_snapshot(spark, path)
-    if snapshot is None:
-        return {}
-    if snapshot.metadata().configuration().contains(TXN_RETENTION):
-        return None
-    versions: dict[str, int] = {}
-    transactions = snapshot.setTransactions().iterator()
-    while transactions.hasNext():
-        txn = transactions.next()
-        versions[str(txn.appId())] = int(txn.version())
-    return versions
 
 
 def _newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) -> int | None:
     """The newest batch the lineage appended to the table: its txn version in the log, or, for a
     table whose txn entries may expire, the newest batch_id of its rows."""
-    versions = _txn_versions(spark, path)
+    versions = txn_versions(spark, path)
     if versions is not None:
         return versions.get(app_id)
     row = (spark.read.format("delta").load(path).where(F.col("query_id") == lineage_id)
@@ -95,7 +68,7 @@ def _lineages(spark: SparkSession, path: str) -> set[str]:
 
 
 def _has_lineage_rows(spark: SparkSession, path: str) -> bool:
-    snapshot = _log_snapshot(spark, path)
+    snapshot = log_snapshot(spark, path)
     if snapshot is None or snapshot.numOfFiles() == 0:  # a new store's empty table: no read
         return False
     return bool(spark.read.format("delta").load(path).where(F.col("query_id").isNotNull()).limit(1).collect())

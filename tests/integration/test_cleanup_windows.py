@@ -39,7 +39,7 @@ def _append_changelog(spark, settings, store, rows: list[dict]) -> None:
 
 
 def _append_intake(spark, settings, store, stream_times: list[dict[str, int]]) -> None:
-    rows = [("test-engine", i, 1, 1, 0, 0, "{}", 0, json.dumps(st), WRITTEN, None) for i, st in enumerate(stream_times)]
+    rows = [("test-engine", i, 1, 1, 0, 0, "{}", 0, json.dumps(st), WRITTEN, None, None) for i, st in enumerate(stream_times)]
     spark.createDataFrame(rows, layout.ddl(layout.INTAKE_COLUMNS)).write.format("delta").mode("append").save(
         settings.table_path(store.name, layout.INTAKE))
 
