@@ -35,9 +35,14 @@ def compact(ctx: click.Context, store: str, no_vacuum: bool, as_json: bool) -> N
     after_ratio = "-" if report.dirty_ratio_after is None else f"{report.dirty_ratio_after:.3f}"
     click.echo(f"  after:  {_figures(report.after)}; dirty ratio {after_ratio}")
     click.echo(f"  dropped {report.records_dropped:,} records ({report.tombstones_dropped:,} tombstones) in "
-               f"{report.segments_rewritten} segments; OPTIMIZE merged {report.files_optimized} files; "
+               f"{report.segments_rewritten} segments; OPTIMIZE merged {report.files_optimized} files"
+               f"{_side(report.side_files_optimized)}; "
                f"VACUUM retention {report.vacuum_retention_hours} h, {report.files_vacuumed} files deleted; "
                f"{report.seconds:.1f} s")
+
+
+def _side(removed: dict[str, int] | None) -> str:
+    return "".join(f", {n} of {table}" for table, n in (removed or {}).items())
 
 
 @click.command()

@@ -8,7 +8,8 @@ references. Too short a retention breaks three kinds of readers:
   * time travel to the changelog version a retained DuckDB snapshot was built from, which restore
     and audits use to compare a snapshot with its changelog.
 So the retention is the larger of the table's configured retention and the age of the oldest
-changelog version any retained snapshot holds (plus an hour of margin).
+changelog version any retained snapshot holds (plus an hour of margin). The intake audit and
+dead-letter tables are vacuumed with the same retention: no reader pins them, so it is only cautious.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def vacuum_retention_hours(spark: SparkSession, settings: Settings, store: Store
     return max(configured, held + MARGIN_HOURS if held else 0.0)
 
 
-def vacuum_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition,
+def vacuum_table(spark: SparkSession, settings: Settings, store: StoreDefinition,
                      path: str) -> tuple[float, int | None]:
     """Runs VACUUM; returns (retention hours, files deleted if Delta logged it)."""
     from delta.tables import DeltaTable

@@ -1,7 +1,7 @@
 """Compaction of a real player_stats changelog built by real runs (real broker, Spark, Delta, DuckDB):
 the state before == after == the independent reference; records and files drop; tombstones older
 than delete_retention go, newer ones stay; the active segment is untouched; a second pass is gated
-by the dirty ratio."""
+by the dirty ratio. The intake audit table is bin-packed with its rows unchanged."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from store_checks import (
 from deltastate.changelog import layout
 from deltastate.changelog.reader import latest_state
 from deltastate.cli.main import cli
+from deltastate.engine.audit import load_ledger, scan_ledger
+from deltastate.engine.lineage import load_or_create
 from deltastate.engine.runner import run_store
 from deltastate.maintenance import compact_store
 from deltastate.maintenance.stats import now_ms
@@ -34,6 +36,12 @@ from deltastate.stores import load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 DAY_MS = 24 * 3600 * 1000  # player_stats' delete_retention
+
+
+def _files(spark, settings, name: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, settings.table_path(STORE, name)).detail().first()["numFiles"])
 
 
 def _state(spark, settings) -> dict[str, tuple]:
@@ -83,8 +91,20 @@ def test_compaction_keeps_state_drops_superseded_and_old_tombstones(broker: str,
     expected_rows = (sum(1 for r in rows if r["segment"] == newest)
                      + sum(1 for k, v in latest.items() if v[3] != newest and k not in early_dead))
     before_state = _state(spark, settings)
+    intake_rows = sorted(tuple(r) for r in table(spark, settings, "intake").drop("write_time").collect())
+    intake_files = _files(spark, settings, "intake")
+    assert intake_files >= 3  # one per micro-batch
 
     report = compact_store(settings, STORE, spark=spark, now_ms=cut + DAY_MS)
+
+    # The audit table is bin-packed, its rows untouched, and a run still starts from its newest row.
+    assert report.side_files_optimized == {"intake": intake_files, "deadletter": 0}
+    assert _files(spark, settings, "intake") == 1
+    assert sorted(tuple(r) for r in table(spark, settings, "intake").drop("write_time").collect()) == intake_rows
+    store, lineage = load_store(settings, STORE), load_or_create(spark, settings, load_store(settings, STORE))
+    next_batch = max(r[1] for r in intake_rows) + 1
+    fast, scanned = (f(spark, settings, store, lineage, next_batch) for f in (load_ledger, scan_ledger))
+    assert (fast.counts, fast.hi) == (scanned.counts, scanned.hi) and fast.counts
 
     assert report.skipped is None, report
     assert report.before.records == len(rows) and report.after.records == expected_rows < len(rows)
