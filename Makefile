@@ -12,7 +12,9 @@ setup:            ## install uv, the locked environment, jars and Spark function
 demo: setup       ## the leaderboard end to end: broker, produce, run, publish, query
 	$(UV) deltastate demo
 
-test: export DELTASTATE_BROWSER := 1  # setup installs Debian chromium for the browser test
+# setup installs Debian chromium for the browser test. No comment after the value: make would keep
+# the spaces before it, and "1  " is not "1" to setup.sh.
+test: export DELTASTATE_BROWSER := 1
 test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (< 30 min)
 	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 $(PYTEST_ARGS)
 

@@ -18,7 +18,8 @@ if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != 
 fi
 uv sync --frozen --python python3.11 --quiet
 # The browser test needs Debian's chromium and chromedriver; `make test` sets DELTASTATE_BROWSER=1.
-if [ "${DELTASTATE_BROWSER:-0}" = 1 ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+browser="${DELTASTATE_BROWSER:-0}"
+if [ "${browser//[[:space:]]/}" = 1 ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
   echo "setup: installing chromium and chromium-driver (apt-get)" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi

@@ -5,7 +5,8 @@ record feeds two groups of one native streaming aggregation: its key's fold and 
 partition's audit group. An audit group keeps running totals: records in, applied, dead-lettered,
 tombstones, the offset range and the newest event time. A micro-batch's audit row is the difference
 between the totals after it and the totals after the lineage's previous batch; the audit table
-holds those in each row's per-partition counts (`partition_counts`).
+holds those in each row's per-partition counts (`partition_counts`), and the totals the batch
+started from (`totals_before`), so a run resumes from its lineage's newest row alone.
 
 Dead letters are rare, and their raw bytes are not worth keeping in state. Only a batch whose
 dead-letter count grew reads its offset range again from Kafka, classifies it with the same

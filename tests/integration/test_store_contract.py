@@ -3,7 +3,8 @@
 - put/get: an event creates the key's entry, counted once;
 - delete: a null value removes every entry of the key; later events start afresh;
 - offset order: event, delete, event for one key in ONE micro-batch leaves exactly the last event;
-- exactly once: a run with nothing new writes nothing; (batch, store key) is unique in the changelog.
+- exactly once: a run with nothing new writes nothing; (batch, store key) is unique in the changelog;
+- resume: a run starts from its lineage's newest audit row, as if it had summed the whole history.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from store_checks import assert_resumes_from_newest_audit_row
 
 from deltastate.changelog.layout import store_key_columns
 from deltastate.engine.runner import run_store
@@ -49,7 +51,7 @@ def entries(settings, store: str, key: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("store", ["player_stats", "trade_stats", "pulse_counts", "user_sessions"])
-def test_store_contract(store, broker, spark, make_settings, topic):
+def test_store_contract(store, broker, spark, make_settings, topic, tmp_path):
     settings = make_settings()
     assert ensure_topic(broker, topic, 4)
     a, b = f"{store}-a", f"{store}-b"
@@ -81,3 +83,5 @@ def test_store_contract(store, broker, spark, make_settings, topic):
     # a's first event is back only if a new event arrives: it starts afresh.
     batch([(a.encode(), event(store, a, T0 + 200))])
     assert all(r[COUNTER[store]] == 1 for r in entries(settings, store, a)) and entries(settings, store, a)
+    # The run that starts next resumes from the newest audit row alone.
+    assert_resumes_from_newest_audit_row(spark, settings, store, tmp_path / "away")
