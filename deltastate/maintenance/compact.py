@@ -124,8 +124,8 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
         ratio_after = dirty_ratio(report.superseded - (report.records_dropped - report.tombstones_dropped), left)
     return CompactionReport(
         **{**report.to_dict(), "before": report.before, "after": after, "dirty_ratio_after": ratio_after,
-           "files_optimized": optimized, "side_files_optimized": side, "vacuum_retention_hours": retention, "files_vacuumed": vacuumed,
-           "seconds": time.monotonic() - started})
+           "files_optimized": optimized, "side_files_optimized": side, "vacuum_retention_hours": retention,
+           "files_vacuumed": vacuumed, "seconds": time.monotonic() - started})
 
 
 def _optimize_side_tables(spark: SparkSession, settings: Settings, store: StoreDefinition,
