@@ -161,11 +161,25 @@ def restore_files(moved: list) -> None:
         target.rename(data)
 
 
+def newest_audited_batch(spark, settings: Settings, store_name: str) -> int:
+    """The newest batch the store's lineage wrote an audit row for, as the Delta log names it."""
+    from deltastate.changelog.txn_log import txn_versions
+    from deltastate.engine.lineage import load_or_create
+    from deltastate.stores import load_store
+
+    lineage = load_or_create(spark, settings, load_store(settings, store_name))
+    return txn_versions(spark, settings.table_path(store_name, "intake"))[lineage.app_id("intake")]
+
+
+def ledger_fields(ledger) -> tuple:
+    """What a loaded ledger says, for comparing two of them."""
+    return ledger.next_batch, ledger.counts, ledger.hi, ledger.audited
+
+
 def assert_resumes_from_newest_audit_row(spark, settings: Settings, store_name: str, away) -> None:
     """A run's start (the ledger of a key-value store, the stream times of a window or session
     store) equals the scan of the whole audit history, for the next batch and for a replay of the
     newest one, and still answers with every older audit file moved away."""
-    from deltastate.changelog.txn_log import txn_versions
     from deltastate.engine.audit import load_ledger, scan_ledger
     from deltastate.engine.lineage import load_or_create
     from deltastate.engine.stream_time import load_stream_times, scan_stream_times
@@ -173,15 +187,13 @@ def assert_resumes_from_newest_audit_row(spark, settings: Settings, store_name: 
 
     store = load_store(settings, store_name)
     lineage = load_or_create(spark, settings, store)
-    newest = txn_versions(spark, settings.table_path(store_name, "intake"))[lineage.app_id("intake")]
+    newest = newest_audited_batch(spark, settings, store_name)
     if store.type == "key_value":
         def fast(b):
-            ledger = load_ledger(spark, settings, store, lineage, b)
-            return ledger.next_batch, ledger.counts, ledger.hi, ledger.audited
+            return ledger_fields(load_ledger(spark, settings, store, lineage, b))
 
         def scanned(b):
-            ledger = scan_ledger(spark, settings, store, lineage, b)
-            return ledger.next_batch, ledger.counts, ledger.hi, ledger.audited
+            return ledger_fields(scan_ledger(spark, settings, store, lineage, b))
     else:
         def fast(b):
             return load_stream_times(spark, settings, store, lineage, b)
