@@ -18,15 +18,10 @@ from deltastate.config import Settings
 from deltastate.engine import sessions as session_merge
 from deltastate.engine.audit import COUNTS
 from deltastate.engine.lineage import Lineage
-from deltastate.engine.stream_time import (
-    STREAM_TIME,
-    advance,
-    load_stream_times,
-    stream_times_json,
-    with_stream_time,
-)
+from deltastate.engine.stream_time import STREAM_TIME, advance, load_stream_times, stream_times_json
+from deltastate.engine.windowed_records import IS_DELETE, IS_EVENT, IS_LATE, batch_records, event_fields
 from deltastate.engine.windowed_state import live_entries
-from deltastate.engine.windows import add_windows, late_events, window_changes, window_contributions
+from deltastate.engine.windows import window_changes, window_contributions
 from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
 from deltastate.stores.definition import StoreDefinition
 
@@ -39,14 +34,6 @@ class _Clock:
 
     next_batch: int | None = None
     times: dict[int, int] = field(default_factory=dict)
-
-
-def _is_delete(store: StoreDefinition):
-    rule = store.tombstone_rule
-    cond = F.col("is_tombstone") if rule.null_value else F.lit(False)
-    if rule.field:
-        cond = cond | F.coalesce(F.col(rule.field) == F.lit(rule.equals), F.lit(False))
-    return cond
 
 
 def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefinition, lineage: Lineage,
@@ -76,26 +63,16 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
     )
 
 
-def _event_fields(store: StoreDefinition) -> list[str]:
-    """The event fields a batch reads: the aggregations' sources and the event time."""
-    return sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
-
-
 def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
-    # The windowed events are cached with only what the windows and aggregations read (the batch
-    # itself, raw bytes included, is cached once in write()).
-    read = events.select("key_str", "partition", "offset", STREAM_TIME, *_event_fields(store))
-    windowed = add_windows(read, store).persist()
-    late = late_events(windowed).select("partition", "offset")
-    touched = windowed.select("key_str").unionByName(deletes.select("key_str"))
+    touched = events.select("key_str").unionByName(deletes.select("key_str"))
     state = live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+    applied = events.where(~F.col(IS_LATE))
     if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
-        contributions = window_contributions(windowed.where(F.size("windows") > 0), store, None)
-        puts, _ = window_changes(contributions, state, None, store)
-        return puts, None, late, [windowed]
+        puts, _ = window_changes(window_contributions(applied, store, None), state, None, store)
+        return puts, None, None, []
     delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                     F.max("partition").alias("delete_partition"))
-    contributions = window_contributions(windowed.where(F.size("windows") > 0), store, delete_offsets)
+    contributions = window_contributions(applied, store, delete_offsets)
     deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
     puts, removed = window_changes(contributions, state, deleted_keys.select(layout.KEY), store)
     assert removed is not None
@@ -103,12 +80,12 @@ def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, ho
                .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                        F.col("delete_partition").alias("source_partition"),
                        F.col("delete_offset").alias("source_offset")))
-    return puts, removed, late, [windowed]
+    return puts, removed, None, []
 
 
 def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
     # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
-    fields = _event_fields(store)
+    fields = event_fields(store)
     records = events.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.col(store.event_time_field).alias("ts"), STREAM_TIME, F.lit(False).alias("is_delete"),
@@ -133,6 +110,16 @@ def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, h
     return puts, removed, late, [out]
 
 
+def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFrame:
+    """The batch's failed and late records (late ones with reason "late"), raw bytes included."""
+    if session_late is None:
+        dead = records.where(F.col("reason").isNotNull() | F.col(IS_LATE))
+    else:
+        marked = records.join(session_late.withColumn("_late", F.lit(True)), ["partition", "offset"], "left")
+        dead = marked.where(F.col("reason").isNotNull() | F.col("_late").isNotNull())
+    return dead.withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
+
+
 def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
                     listener: BatchListener | None = None):
     clock = _Clock()
@@ -143,38 +130,38 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
         spark = batch.sparkSession
         if clock.next_batch != batch_id:
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
-        b = batch.persist()
+        b = batch_records(batch, store, clock.times).persist()
         cached = [b]
         try:
-            valid = F.col("reason").isNull()
-            deleting = _is_delete(store)
-            # The first action reads and classifies the batch into the cache, and tells whether it
-            # deletes anything before the windows are planned.
+            # The first action reads, classifies and times the batch into the cache, and tells
+            # whether it deletes anything before the windows are planned.
             per_partition = b.groupBy("partition").agg(
                 F.count(F.lit(1)).alias("records_in"),
-                F.count_if(~valid).alias("failed"),
-                F.count_if(valid & deleting).alias("tombstones"),
+                F.count_if(F.col("reason").isNotNull()).alias("failed"),
+                F.count_if(IS_DELETE).alias("tombstones"),
+                F.count_if(IS_LATE).alias("late"),
                 F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                F.max(F.when(valid & ~deleting, F.col(store.event_time_field))).alias("batch_max"),
+                F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
             ).collect()
             if not per_partition:
                 return
-            events = with_stream_time(b.where(valid & ~deleting), clock.times, store.event_time_field)
-            deletes = b.where(valid & deleting)
             horizon = min(clock.times.values()) - retention if clock.times else None
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r["tombstones"]) for r in per_partition)
-            puts, removed, late, more = step(spark, settings, store, lineage, batch_id, events, deletes, horizon,
-                                             has_deletes)
+            puts, removed, session_late, more = step(spark, settings, store, lineage, batch_id,
+                                                     b.where(F.col(IS_EVENT)), b.where(F.col(IS_DELETE)),
+                                                     horizon, has_deletes)
             cached += more
             rows = _changelog_rows(puts, removed, store, lineage, batch_id).persist()
             cached.append(rows)
             by_op = {r[layout.OP]: int(r["count"]) for r in rows.groupBy(layout.OP).count().collect()}
             if by_op:
                 append_once(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
-            # Late events are counted from the cached step output, not by joining the whole batch.
-            late_by_partition = {int(r["partition"]): int(r["count"])
-                                 for r in late.groupBy("partition").count().collect()}
+            # Window stores know their late events from the pass; session stores from the merge.
+            late_by_partition = ({int(r["partition"]): int(r["late"]) for r in per_partition}
+                                 if session_late is None else
+                                 {int(r["partition"]): int(r["count"])
+                                  for r in session_late.groupBy("partition").count().collect()})
             counts = {}
             for r in per_partition:
                 p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
@@ -183,11 +170,9 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             totals = {name: sum(c[i] for c in counts.values()) for i, name in enumerate(COUNTS)}
             totals["late"] = sum(late_by_partition.values())
             if totals["dead_lettered"]:
-                late_rows = b.join(late.withColumn("_late", F.lit(True)), ["partition", "offset"], "left")
-                dead = dead_letter_rows(late_rows.where(~valid | F.col("_late").isNotNull())
-                                        .withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE))),
-                                        lineage, batch_id)
-                append_once(dead, paths[layout.DEADLETTER], lineage.app_id(layout.DEADLETTER), batch_id)
+                dead = _dead_letters(b, session_late)
+                append_once(dead_letter_rows(dead, lineage, batch_id), paths[layout.DEADLETTER],
+                            lineage.app_id(layout.DEADLETTER), batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
             audit = audit_row(spark, lineage, batch_id, counts,

@@ -1,5 +1,5 @@
-"""One micro-batch of a window store, in batch SQL: which windows each event falls in, which of them
-are still open, and the changed windows merged with the store's state.
+"""One micro-batch of a window store, in batch SQL: each event's open windows (found by
+windowed_records) exploded, aggregated per window and merged with the store's state.
 
 Kafka Streams' rules (TimeWindows): windows are aligned to the epoch, [start, start + size), a new
 one every `advance`; an event belongs to every window containing its time. A window is open while
@@ -13,17 +13,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import EVENTS, KEY, WINDOW_END, WINDOW_START
-from deltastate.engine.stream_time import STREAM_TIME
-from deltastate.stores.definition import Aggregation, StoreDefinition, WindowSpec
-
-
-def open_windows(ts: Column, stream_time: Column, w: WindowSpec) -> Column:
-    """Array of the starts of the windows containing ts that are still open at stream_time."""
-    size, adv, grace = F.lit(w.size_ms), F.lit(w.advance_ms), F.lit(w.grace_ms)
-    first = F.floor(F.greatest(F.lit(0), ts - size + adv) / adv) * adv
-    last = F.floor(ts / adv) * adv
-    starts = F.sequence(first.cast("bigint"), last.cast("bigint"), adv.cast("bigint"))
-    return F.filter(starts, lambda s: s + size + grace > stream_time)
+from deltastate.engine.windowed_records import W_FIRST, W_LAST
+from deltastate.stores.definition import Aggregation, StoreDefinition
 
 
 def _partial(a: Aggregation) -> list[Column]:
@@ -62,15 +53,16 @@ def merged_value(a: Aggregation, old: str, new: str, old_events: Column, new_eve
 
 
 def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame | None) -> DataFrame:
-    """(event x open window) rows that survive the key's last delete in the batch; `events` carries
-    the `windows` array from open_windows(). Deletes are matched before the explode, which
-    multiplies the rows by size/advance."""
+    """(event x open window) rows that survive the key's last delete in the batch; `events` are
+    batch_records() rows that are not late (their open windows start at w_first .. w_last). Deletes
+    are matched before the explode, which multiplies the rows by size/advance."""
     w = store.window
     assert w is not None
     if delete_offsets is not None:
         events = (events.join(delete_offsets, "key_str", "left")
                   .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
-    exploded = events.select("*", F.explode("windows").alias(WINDOW_START))
+    starts = F.sequence(F.col(W_FIRST), F.col(W_LAST), F.lit(w.advance_ms).cast("bigint"))
+    exploded = events.select("*", F.explode(starts).alias(WINDOW_START))
     return exploded.withColumn(WINDOW_END, F.col(WINDOW_START) + F.lit(w.size_ms))
 
 
@@ -100,12 +92,3 @@ def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: Dat
     removed = (state.join(deleted_keys, KEY, "left_semi")
                .join(partials.select(KEY, WINDOW_START, WINDOW_END), [KEY, WINDOW_START, WINDOW_END], "left_anti"))
     return puts, removed.select(KEY, WINDOW_START, WINDOW_END)
-
-
-def late_events(events: DataFrame) -> DataFrame:
-    return events.where(F.size("windows") == 0)
-
-
-def add_windows(events: DataFrame, store: StoreDefinition) -> DataFrame:
-    assert store.window is not None
-    return events.withColumn("windows", open_windows(F.col(store.event_time_field), F.col(STREAM_TIME), store.window))

@@ -1,10 +1,12 @@
 """Window and session stores end to end: seeded streams with out-of-order, late, deleting and
 merging records -> run --once (twice, with more records in between) -> publish -> the snapshot
 equals tests/reference_windowed.py computed from the same records; late records are dead letters
-with reason 'late', and records in = applied + dead-lettered."""
+with reason 'late', bad records of each kind are dead letters with their reason, both with their raw
+bytes, and records in = applied + dead-lettered."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import duckdb
@@ -47,6 +49,25 @@ def workload(store: str, n: int, seed: int, start: int) -> list[tuple[bytes, byt
     return list(click_records(n, 25, seed, shape))
 
 
+def with_bad_records(good: list[tuple[bytes, bytes | None]], max_value_bytes: int) -> tuple[list[tuple[bytes, bytes | None]], dict[tuple[bytes, bytes], str]]:
+    """good with one bad record of each kind spread through it, made from its first event; the bad
+    ones -> the category of their dead-letter reason."""
+    key, value = next((k, v) for k, v in good if v and b"checkout" not in v)
+    doc = json.loads(value)
+    other = next(k for k, _ in good if k != key)
+    bad = {
+        (key, value[:-1]): "unparseable_json",
+        (other, value): "key_mismatch",
+        (key, json.dumps({f: v for f, v in doc.items() if f != "ts"}).encode()): "schema",
+        (key, json.dumps({**doc, "ts": str(doc["ts"])}).encode()): "schema",
+        (key, json.dumps({**doc, "pad": "x" * max_value_bytes}).encode()): "oversized",
+    }
+    out = list(good)
+    for i, record in enumerate(bad):
+        out.insert((i + 1) * len(good) // (len(bad) + 1), record)
+    return out, bad
+
+
 def snapshot_rows(settings, store: str) -> dict[tuple[str, int, int], dict]:
     names = [f.name for f in load_store(settings, store).value_fields]
     with duckdb.connect(str(current_snapshot(settings)), read_only=True) as con:
@@ -66,13 +87,22 @@ def assert_state_equal(actual: dict, expected: dict) -> None:
                 assert got == want, (entry, name, got, want)
 
 
-def audit_and_late(spark, settings, store: str) -> tuple[dict, set[tuple[int, int]]]:
+def audit_and_late(spark, settings, store: str) -> tuple[dict, dict[tuple[int, int], tuple[bytes, bytes]]]:
+    """The audit's totals, and the late dead letters: (partition, offset) -> raw (key, value)."""
     audit = spark.read.format("delta").load(settings.table_path(store, "intake")).selectExpr(
         "sum(records_in) AS records_in", "sum(applied) AS applied", "sum(dead_lettered) AS dead_lettered",
         "sum(late) AS late").first().asDict()
-    late = {(r["partition"], r["offset"]) for r in spark.read.format("delta").load(settings.table_path(store, "deadletter"))
-            .where("reason = 'late'").select("partition", "offset").collect()}
-    return audit, late
+    return audit, dead_letters(spark, settings, store, "reason = 'late'")
+
+
+def dead_letters(spark, settings, store: str, where: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    return {(r["partition"], r["offset"]): (bytes(r["key"]), bytes(r["value"]))
+            for r in spark.read.format("delta").load(settings.table_path(store, "deadletter"))
+            .where(where).select("partition", "offset", "key", "value").collect()}
+
+
+def produced_late(expected: Outcome) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    return {(r.partition, r.offset): (r.key, r.value) for r in expected.late}
 
 
 @pytest.mark.parametrize("store,seed", [("trade_stats", 11), ("pulse_counts", 12), ("user_sessions", 13)])
@@ -80,21 +110,28 @@ def test_store_equals_reference_over_two_runs(store, seed, broker, spark, make_s
     settings = make_settings()
     assert ensure_topic(broker, topic, PARTITIONS)
     ref = ReferenceTopic(PARTITIONS, partition_for)
-    first = workload(store, 1_500, seed, 1_700_000_000_000)
-    later_start = max(int(v.split(b'"ts":')[1].split(b",")[0].rstrip(b"}")) for _, v in first if v) + 1
+    definition = load_store(settings, store)
+    good = workload(store, 1_500, seed, 1_700_000_000_000)
+    later_start = max(int(v.split(b'"ts":')[1].split(b",")[0].rstrip(b"}")) for _, v in good if v) + 1
+    first, bad = with_bad_records(good, settings.max_value_bytes)
     second = workload(store, 1_000, seed + 100, later_start)
     for batch in (first, second):
         assert produce_records(broker, topic, batch).delivered == len(batch)
         ref.append(batch)
         run_store(settings, store, once=True, topic=topic)
-    publish_snapshot(spark, settings, [load_store(settings, store)])
-    expected: Outcome = run(SPECS[store], ref.records)
+    publish_snapshot(spark, settings, [definition])
+    expected: Outcome = run(SPECS[store], [r for r in ref.records if (r.key, r.value) not in bad])
     assert expected.late and len(expected.state) > 10  # the workload exercises lateness
     assert_state_equal(snapshot_rows(settings, store), expected.state)
     audit, late = audit_and_late(spark, settings, store)
-    assert late == {(r.partition, r.offset) for r in expected.late}
+    assert late == produced_late(expected)  # positions and raw bytes
+    failed = dead_letters(spark, settings, store, "reason != 'late'")
+    assert failed == {(r.partition, r.offset): (r.key, r.value) for r in ref.records if (r.key, r.value) in bad}
+    reasons = {(bytes(r["key"]), bytes(r["value"])): r["reason"] for r in spark.read.format("delta")
+               .load(settings.table_path(store, "deadletter")).where("reason != 'late'").collect()}
+    assert {kv: reason.split(":")[0] for kv, reason in reasons.items()} == bad
     assert audit == {"records_in": len(ref.records), "applied": expected.applied,
-                     "dead_lettered": len(expected.late), "late": len(expected.late)}
+                     "dead_lettered": len(bad) + len(expected.late), "late": len(expected.late)}
 
 
 def test_window_store_restored_after_lost_checkpoint(broker, spark, make_settings, topic):
@@ -124,4 +161,4 @@ def test_window_store_restored_after_lost_checkpoint(broker, spark, make_setting
     assert_state_equal(snapshot_rows(settings, store), expected.state)
     audit, late = audit_and_late(spark, settings, store)
     assert audit["records_in"] == len(ref.records)
-    assert late == {(r.partition, r.offset) for r in expected.late}
+    assert late == produced_late(expected)

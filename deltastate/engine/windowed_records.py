@@ -1,0 +1,85 @@
+"""The one pass over a window or session store's micro-batch: each record read from Kafka and
+classified once, narrowed to what the rest of the batch reads, with its stream time and (window
+stores) the range of its windows still open, then cached once.
+
+Stream time needs every record of a source partition in offset order (a window function, so a
+shuffle by partition), and lateness needs stream time; doing both in this pass lets the per-partition
+counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
+in the cache only when it may be dead-lettered: it failed, or it is late (window stores: no window
+open), or it could be (session stores: older than stream time - grace; the merge decides). A
+micro-batch used to be cached whole first (raw bytes and all) and its events a second time with
+their windows.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deltastate.engine.stream_time import STREAM_TIME, with_stream_time
+from deltastate.stores.definition import StoreDefinition, WindowSpec
+
+IS_EVENT, IS_DELETE, IS_LATE = "is_event", "is_delete", "is_late"
+W_FIRST, W_LAST = "w_first", "w_last"  # starts of the first open and the last window of an event
+_DEAD_LETTER_SOURCE = ("topic", "kafka_timestamp", "key", "value", "value_size")
+
+
+def _is_delete(store: StoreDefinition) -> Column:
+    rule = store.tombstone_rule
+    cond = F.col("is_tombstone") if rule.null_value else F.lit(False)
+    if rule.field:
+        cond = cond | F.coalesce(F.col(rule.field) == F.lit(rule.equals), F.lit(False))
+    return cond
+
+
+def _floor_to(x: Column, step: int) -> Column:
+    """The largest multiple of step at or below x (exact on bigint, negative x included)."""
+    return x - F.pmod(x, F.lit(step))
+
+
+def open_window_range(ts: Column, stream_time: Column, w: WindowSpec) -> tuple[Column, Column]:
+    """(first, last): the starts of the first still-open and the last window containing ts; the
+    event is late when first > last. Window starts are multiples of advance, so the open ones (those
+    with start + size + grace > stream time) are the suffix from the smallest multiple above
+    stream time - size - grace."""
+    last = _floor_to(ts, w.advance_ms)
+    first = _floor_to(F.greatest(F.lit(0), ts - F.lit(w.size_ms - w.advance_ms)), w.advance_ms)
+    first_open = _floor_to(stream_time - F.lit(w.size_ms + w.grace_ms), w.advance_ms) + F.lit(w.advance_ms)
+    return F.greatest(first, first_open), last
+
+
+def event_fields(store: StoreDefinition) -> list[str]:
+    """The event fields a batch reads: the aggregations' sources and the event time."""
+    return sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
+
+
+def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dict[int, int]) -> DataFrame:
+    """The micro-batch's classified records, narrowed: partition, offset, key_str, reason, is_event,
+    is_delete, the event fields, stream_time, is_late, (window stores) w_first and w_last, and the raw
+    columns of the dead-letter table, null unless the record may be dead-lettered."""
+    valid = F.col("reason").isNull()
+    deleting = _is_delete(store)
+    ts = store.event_time_field
+    fields = event_fields(store)
+    narrow = classified.select(
+        "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE,
+        (valid & ~deleting).alias(IS_EVENT), (valid & deleting).alias(IS_DELETE),
+        # Only an applied event moves stream time; the window function takes the max of this column.
+        *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in fields],
+    )
+    timed = with_stream_time(narrow, prev_times, ts)
+    event, stream_time = F.col(IS_EVENT), F.col(STREAM_TIME)
+    if store.window:
+        first, last = open_window_range(F.col(ts), stream_time, store.window)
+        timed = timed.select("*", first.alias(W_FIRST), last.alias(W_LAST))
+        late = event & (F.col(W_FIRST) > F.col(W_LAST))
+        maybe_dead = ~valid | late
+    else:
+        assert store.session is not None
+        late = F.lit(False)  # sessions: the merge decides; these are only the candidates
+        maybe_dead = ~valid | (event & (F.col(ts) < stream_time - F.lit(store.session.grace_ms)))
+    return timed.select(
+        *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE],
+        late.alias(IS_LATE),
+        *[F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE],
+    )
