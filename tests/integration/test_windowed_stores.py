@@ -1,8 +1,8 @@
 """Window and session stores end to end: seeded streams with out-of-order, late, deleting and
 merging records -> run --once (twice, with more records in between) -> publish -> the snapshot
 equals tests/reference_windowed.py computed from the same records; late records are dead letters
-with reason 'late', bad records of each kind are dead letters with their reason, both with their raw
-bytes, and records in = applied + dead-lettered."""
+with reason 'late' and bad records of each kind with their own reason, each with its raw bytes; and
+records in = applied + dead-lettered."""
 
 from __future__ import annotations
 
@@ -49,9 +49,12 @@ def workload(store: str, n: int, seed: int, start: int) -> list[tuple[bytes, byt
     return list(click_records(n, 25, seed, shape))
 
 
-def with_bad_records(good: list[tuple[bytes, bytes | None]], max_value_bytes: int) -> tuple[list[tuple[bytes, bytes | None]], dict[tuple[bytes, bytes], str]]:
-    """good with one bad record of each kind spread through it, made from its first event; the bad
-    ones -> the category of their dead-letter reason."""
+Produced = list[tuple[bytes, bytes | None]]
+
+
+def with_bad_records(good: Produced, max_value_bytes: int) -> tuple[Produced, dict[tuple[bytes, bytes], str]]:
+    """good with one bad record of each kind spread through it, made from its first event; and the
+    bad ones -> the category of their dead-letter reason."""
     key, value = next((k, v) for k, v in good if v and b"checkout" not in v)
     doc = json.loads(value)
     other = next(k for k, _ in good if k != key)
