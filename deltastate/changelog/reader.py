@@ -71,8 +71,10 @@ def _from_micros(us: int | None) -> datetime | None:
     return None if us is None else _EPOCH + timedelta(microseconds=int(us))
 
 
-def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
-    """Partition -> stream time (newest applied event time, ms) over every audited micro-batch."""
+def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition,
+                 intake_version: int | None = None) -> dict[int, int]:
+    """Partition -> stream time (newest applied event time, ms) over every audited micro-batch (up
+    to a Delta version of the intake table; default: latest)."""
     import json
 
     from deltastate.changelog.layout import INTAKE
@@ -80,8 +82,11 @@ def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition
     path = settings.table_path(store.name, INTAKE)
     if not table_exists(spark, path):
         return {}
+    reader = spark.read.format("delta")
+    if intake_version is not None:
+        reader = reader.option("versionAsOf", int(intake_version))
     times: dict[int, int] = {}
-    for row in spark.read.format("delta").load(path).where("stream_times is not null").select("stream_times").collect():
+    for row in reader.load(path).where("stream_times is not null").select("stream_times").collect():
         for partition, ms in json.loads(row["stream_times"]).items():
             times[int(partition)] = max(times.get(int(partition), ms), ms)
     return times

@@ -6,23 +6,32 @@ Spark), reduced to the latest record per store key by (epoch, batch_id, commit v
 to Queries as rows with the snapshot table's columns plus `op`: a put replaces the snapshot's row of
 that store key, a delete removes it. Commits that rewrite files (compaction) add files whose records
 are each key's latest up to then, never older than what the snapshot holds, so they merge the same way.
+
+Window and session stores also carry a retention horizon: the snapshot's stream times (recorded
+with it) advanced by the intake audit rows committed since, minus retention. Entries that ended
+before it, whether from the snapshot or the newer commits, leave the answer, as they would at the
+next publish.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import CHANGELOG, OP, ORDER_COLUMNS, store_key_columns
+from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError
 from deltastate.query.reader import Snapshot
+from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.snapshot.publish import quote
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+STREAM_TIMES = "stream_times"  # the intake audit's column: {partition: newest applied event time}
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,10 @@ class Overlay:
     rows: pa.Table | None  # None: nothing was committed after the snapshot
     from_version: int | None
     to_version: int | None
+    # Window and session stores: source partition -> the oldest window or session end still
+    # retained (stream time - retention) after the newer commits; older entries, the snapshot's
+    # included, have left the store as they do at publish.
+    horizon: dict[int, int] | None = None
 
 
 def snapshot_columns(snap: Snapshot, store: str) -> list[str]:
@@ -83,7 +96,36 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
         con.close()
     extra = [c for c in ORDER_COLUMNS if c not in columns]
     rows = rows.drop_columns(extra) if extra else rows
-    return Overlay(store.name, rows, held, newest.version)
+    return Overlay(store.name, rows, held, newest.version, _horizon(settings, deltalog, info, store))
+
+
+def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
+             store: StoreDefinition) -> dict[int, int] | None:
+    """Per source partition, stream time - retention: the snapshot's stream times advanced by the
+    intake audit rows committed after the intake version it recorded (each row holds its batch's
+    newest event time per partition). Only a batch that puts something advances stream time, so a
+    changelog with no newer commits needs no new horizon; this is called only when it has some."""
+    import pyarrow.parquet as pq
+
+    spec = store.window or store.session
+    if spec is None:
+        return None
+    times = {} if info is None else info.stream_times_by_partition()
+    after = None if info is None else info.intake_version
+    path = settings.table_path(store.name, INTAKE)
+    newest = deltalog.newest_commit(path)
+    if newest is not None and (after is None or newest.version > after):
+        try:
+            for f in deltalog.tail_files(path, after, newest.version):
+                if STREAM_TIMES not in pq.read_schema(f.path).names:
+                    continue
+                for text in pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist():
+                    for p, ms in json.loads(text or "{}").items():
+                        times[int(p)] = max(times.get(int(p), ms), ms)
+        except (OSError, ValueError) as exc:
+            raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
+                                 f"failed: {exc}") from exc
+    return {p: ms - spec.retention_ms for p, ms in times.items()}
 
 
 def _column(name: str, present: list[str]) -> str:

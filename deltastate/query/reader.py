@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.query.leases import Lease, take_lease
-from deltastate.snapshot.catalog import META_TABLE, STORES_TABLE, StoreSnapshot, current_snapshot
+from deltastate.snapshot.catalog import META_TABLE, StoreSnapshot, current_snapshot, read_store_rows
 
 if TYPE_CHECKING:
     import duckdb
@@ -97,8 +97,7 @@ def open_snapshot(path: Path) -> Snapshot:
                 lock_down(con)
                 meta = next(iter(con.execute(
                     f"SELECT snapshot_version, published_at FROM {META_TABLE}").fetchall()), None)
-                rows = con.execute(f"SELECT store, store_type, changelog_version, changelog_committed_at, "
-                                   f"row_count FROM {STORES_TABLE}").fetchall()
+                stores = read_store_rows(con)
             except BaseException:
                 con.close()
                 raise
@@ -109,7 +108,7 @@ def open_snapshot(path: Path) -> Snapshot:
         con.close()
         lease.release()
         raise SnapshotError(f"snapshot {path} has an empty {META_TABLE} table")
-    info = {r[0]: StoreSnapshot(*r) for r in rows}
+    info = {s.store: s for s in stores}
     return Snapshot(int(meta[0]), path, identity, frozenset(info), con, meta[1], info, lease)
 
 

@@ -34,7 +34,7 @@ from deltastate.stores import list_stores, load_store
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    from deltastate.query.fresh import Overlay
 
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 FRESH_OP = "op"  # the overlay's column telling puts from tombstones
@@ -103,7 +103,7 @@ class Queries:
 
     def __init__(self, settings: Settings, reader: SnapshotReader | None = None,
                  definitions: dict[str, StoreDefinition] | None = None,
-                 overlays: dict[str, pa.Table] | None = None) -> None:
+                 overlays: dict[str, Overlay] | None = None) -> None:
         self.settings = settings
         self.reader = reader or SnapshotReader(settings)
         # Parsing a store's YAML costs milliseconds; a service shares one cache across requests.
@@ -111,9 +111,10 @@ class Queries:
         self._definitions_lock = threading.Lock()
         self._overlays = overlays or {}
 
-    def at(self, snap: Snapshot, overlays: dict[str, pa.Table] | None = None) -> Queries:
+    def at(self, snap: Snapshot, overlays: dict[str, Overlay] | None = None) -> Queries:
         """These reads pinned to one open snapshot; overlays: per store, changelog rows committed after
-        it (the snapshot's columns plus `op`, latest per store key) that replace or delete its rows."""
+        it (the snapshot's columns plus `op`, latest per store key) that replace or delete its rows,
+        and for window and session stores the retention horizon they move (query/fresh.py)."""
         return Queries(self.settings, _Pinned(snap), self._definitions, overlays)  # type: ignore[arg-type]
 
     def close(self) -> None:
@@ -146,13 +147,19 @@ class Queries:
                                 "run `deltastate snapshot publish` to include it")
         table = quote(store.name)
         overlay = self._overlays.get(store.name)
-        if overlay is None:
+        if overlay is None or overlay.rows is None:
             return table
         name = quote(f"_fresh_{store.name}")
-        snap.con.register(f"_fresh_{store.name}", overlay)
+        snap.con.register(f"_fresh_{store.name}", overlay.rows)
         same = " AND ".join(f"f.{quote(c)} = s.{quote(c)}" for c in store_key_columns(store))
-        return (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
-                f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = 'put')")
+        merged = (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
+                  f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = 'put')")
+        if not overlay.horizon:
+            return merged
+        # Entries past retention at the newer stream times have left the store (see query/fresh.py).
+        cases = " ".join(f"WHEN {int(p)} THEN {int(h)}" for p, h in sorted(overlay.horizon.items()))
+        return (f"(SELECT * FROM {merged} WHERE {quote(WINDOW_END)} > "
+                f"coalesce(CASE source_partition {cases} END, {-2**63}))")
 
     @staticmethod
     def _order_by(store: StoreDefinition, by: str | None) -> str:

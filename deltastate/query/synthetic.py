@@ -20,11 +20,12 @@ from deltastate.snapshot.catalog import (
     META_DDL,
     META_TABLE,
     STORES_DDL,
-    STORES_TABLE,
     TEMP_MARK,
     SnapshotInfo,
+    StoreSnapshot,
     current_version,
     fsync_dir,
+    insert_store_row,
     prune,
     read_info,
     snapshot_files,
@@ -87,9 +88,8 @@ def write_snapshot(settings: Settings, stores: list[SyntheticStore], published_a
                     create_table(con, s.definition)
                     s.fill(con)
                     [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(s.definition.name)}").fetchall()
-                    con.execute(f"INSERT INTO {STORES_TABLE} VALUES (?, ?, ?, ?, ?)",
-                                [s.definition.name, s.definition.type, s.changelog_version,
-                                 s.changelog_committed_at, rows])
+                    insert_store_row(con, StoreSnapshot(s.definition.name, s.definition.type, s.changelog_version,
+                                                        s.changelog_committed_at, rows))
                 con.execute("CHECKPOINT")
             finally:
                 con.close()

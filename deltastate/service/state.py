@@ -87,7 +87,7 @@ class ServiceState:
                         continue  # the read itself reports the store missing from the snapshot
                     overlay = build_overlay(self.settings, self.deltalog, snap, definition)
                     if overlay.rows is not None:
-                        overlays[definition.name] = overlay.rows
+                        overlays[definition.name] = overlay
                     fresh_to = overlay.to_version if fresh_to is None or overlay.to_version is None \
                         else max(fresh_to, overlay.to_version)
             freshness = self.freshness.of(snap, stores or sorted(snap.stores), fresh_to)

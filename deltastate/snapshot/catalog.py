@@ -13,14 +13,19 @@ that resolved CURRENT just before a publish still finds its file.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
+
+if TYPE_CHECKING:
+    import duckdb
 
 CURRENT = "CURRENT"
 LOCK_FILE = ".publish.lock"
@@ -32,8 +37,12 @@ _NAME = re.compile(r"^snapshot-(\d{6,})\.duckdb$")
 META_DDL = f"CREATE TABLE {META_TABLE} (snapshot_version BIGINT NOT NULL, published_at TIMESTAMP NOT NULL)"
 STORES_DDL = (
     f"CREATE TABLE {STORES_TABLE} (store VARCHAR PRIMARY KEY, store_type VARCHAR NOT NULL, "
-    "changelog_version BIGINT, changelog_committed_at TIMESTAMP, row_count BIGINT NOT NULL)"
+    "changelog_version BIGINT, changelog_committed_at TIMESTAMP, row_count BIGINT NOT NULL, "
+    "intake_version BIGINT, stream_times VARCHAR)"
 )
+# In StoreSnapshot's field order. Snapshots published before the last two existed read them as NULL.
+STORE_COLUMNS = ("store", "store_type", "changelog_version", "changelog_committed_at", "row_count",
+                 "intake_version", "stream_times")
 NO_SNAPSHOT = "no snapshot published yet; run `deltastate snapshot publish`"
 
 
@@ -46,6 +55,13 @@ class StoreSnapshot:
     changelog_version: int | None  # None: the changelog table did not exist, the table is empty
     changelog_committed_at: datetime | None
     row_count: int
+    # Window and session stores: the intake audit version whose stream times set the snapshot's
+    # retention horizon, and those times ({"partition": ms}, JSON). Fresh reads advance them.
+    intake_version: int | None = None
+    stream_times: str | None = None
+
+    def stream_times_by_partition(self) -> dict[int, int]:
+        return {int(p): int(ms) for p, ms in json.loads(self.stream_times or "{}").items()}
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,21 @@ class SnapshotInfo:
 
     def store(self, name: str) -> StoreSnapshot | None:
         return next((s for s in self.stores if s.store == name), None)
+
+
+def read_store_rows(con: duckdb.DuckDBPyConnection) -> list[StoreSnapshot]:
+    """The _snapshot_stores rows of an open snapshot, older snapshots' missing columns as None."""
+    present = {c for (c,) in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+        "AND schema_name = 'main' AND table_name = ?", [STORES_TABLE]).fetchall()}
+    cols = ", ".join(c if c in present else f"NULL AS {c}" for c in STORE_COLUMNS)
+    return [StoreSnapshot(*row) for row in con.execute(f"SELECT {cols} FROM {STORES_TABLE} ORDER BY store").fetchall()]
+
+
+def insert_store_row(con: duckdb.DuckDBPyConnection, store: StoreSnapshot) -> None:
+    con.execute(f"INSERT INTO {STORES_TABLE} ({', '.join(STORE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in STORE_COLUMNS)})",
+                [getattr(store, c) for c in STORE_COLUMNS])
 
 
 def snapshot_name(version: int) -> str:
@@ -137,9 +168,7 @@ def read_info(path: Path, current: bool = False) -> SnapshotInfo:
         raise SnapshotError(f"cannot open snapshot {path}: {exc}") from exc
     try:
         meta = next(iter(con.execute(f"SELECT snapshot_version, published_at FROM {META_TABLE}").fetchall()), None)
-        rows = con.execute(
-            f"SELECT store, store_type, changelog_version, changelog_committed_at, row_count "
-            f"FROM {STORES_TABLE} ORDER BY store").fetchall()
+        stores = read_store_rows(con)
     except duckdb.Error as exc:
         raise SnapshotError(f"snapshot {path} has no readable metadata: {exc}") from exc
     finally:
@@ -147,7 +176,7 @@ def read_info(path: Path, current: bool = False) -> SnapshotInfo:
     if meta is None:
         raise SnapshotError(f"snapshot {path} has an empty {META_TABLE} table")
     return SnapshotInfo(version=int(meta[0]), path=path, published_at=meta[1],
-                        stores=tuple(StoreSnapshot(*row) for row in rows), current=current)
+                        stores=tuple(stores), current=current)
 
 
 def list_snapshots(settings: Settings) -> list[SnapshotInfo]:
@@ -200,7 +229,7 @@ def _unlink_unless_read(path: Path) -> bool:
 
 
 __all__ = [
-    "CURRENT", "META_TABLE", "NO_SNAPSHOT", "STORES_TABLE", "SnapshotInfo", "StoreSnapshot",
-    "current_snapshot", "current_version", "list_snapshots", "prune", "read_info", "read_pointer",
+    "CURRENT", "META_TABLE", "NO_SNAPSHOT", "STORES_TABLE", "SnapshotInfo", "StoreSnapshot", "current_snapshot",
+    "current_version", "insert_store_row", "list_snapshots", "prune", "read_info", "read_pointer", "read_store_rows",
     "snapshot_files", "snapshot_name", "version_of", "write_pointer",
 ]

@@ -12,6 +12,7 @@ A crash at any step leaves the previous snapshot current and complete.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import CHANGELOG, KEY, WINDOW_COLUMNS, WINDOW_END, is_windowed, store_key_columns
+from deltastate.changelog.layout import (
+    CHANGELOG,
+    INTAKE,
+    KEY,
+    WINDOW_COLUMNS,
+    WINDOW_END,
+    is_windowed,
+    store_key_columns,
+)
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
@@ -28,16 +37,17 @@ from deltastate.snapshot.catalog import (
     META_DDL,
     META_TABLE,
     STORES_DDL,
-    STORES_TABLE,
     TEMP_MARK,
     SnapshotInfo,
     StoreSnapshot,
     current_snapshot,
     current_version,
     fsync_dir,
+    insert_store_row,
     prune,
     read_info,
     read_pointer,
+    read_store_rows,
     snapshot_files,
     snapshot_name,
     write_pointer,
@@ -79,17 +89,24 @@ def table_ddl(store: StoreDefinition) -> str:
 
 
 def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, state):
-    """Window and session entries whose end is older than the partition's stream time - retention
-    have left the store (Kafka Streams drops their segments); cleanup writes their tombstones."""
+    """(state, intake version, stream times JSON): window and session entries whose end is older
+    than the partition's stream time - retention have left the store (Kafka Streams drops their
+    segments; cleanup writes their tombstones). The intake version and times are recorded so that a
+    fresh read can advance the horizon from there (query/fresh.py)."""
     from pyspark.sql import functions as F
 
     spec = store.window or store.session
-    times = stream_times(spark, settings, store)
-    if spec is None or not times:
-        return state
+    if spec is None:
+        return state, None, None
+    latest = latest_commit(spark, settings.table_path(store.name, INTAKE))
+    intake_version = None if latest is None else latest[0]
+    times = {} if intake_version is None else stream_times(spark, settings, store, intake_version)
+    recorded = json.dumps({str(p): ms for p, ms in sorted(times.items())})
+    if not times:
+        return state, intake_version, recorded
     pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(ms - spec.retention_ms))]
     horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
-    return state.where(horizon.isNull() | (F.col(WINDOW_END) > horizon))
+    return state.where(horizon.isNull() | (F.col(WINDOW_END) > horizon)), intake_version, recorded
 
 
 @contextmanager
@@ -116,10 +133,12 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
     path = settings.table_path(store.name, CHANGELOG)
     latest = latest_commit(spark, path)
     version, committed_at = (None, None) if latest is None else (latest[0], _utc_naive(latest[1]))
+    intake_version, times = None, None
     if version is not None:
         # Pinned: the stream may commit meanwhile; the recorded version must match the rows loaded.
         names = [n for n, _ in table_columns(store)]
-        arrow = _retained(spark, settings, store, latest_state(spark, settings, store, version)).select(*names).toArrow()
+        state, intake_version, times = _retained(spark, settings, store, latest_state(spark, settings, store, version))
+        arrow = state.select(*names).toArrow()
         con.register("_incoming", arrow)
         try:
             cols = ", ".join(quote(n) for n in names)
@@ -127,7 +146,7 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
         finally:
             con.unregister("_incoming")
     [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(store.name)}").fetchall()
-    return StoreSnapshot(store.name, store.type, version, committed_at, int(rows))
+    return StoreSnapshot(store.name, store.type, version, committed_at, int(rows), intake_version, times)
 
 
 def _carry_forward(con: duckdb.DuckDBPyConnection, previous: Path, skip: set[str],
@@ -139,9 +158,7 @@ def _carry_forward(con: duckdb.DuckDBPyConnection, previous: Path, skip: set[str
     carried = []
     prev = duckdb.connect(str(previous), read_only=True)
     try:
-        for row in prev.execute(f"SELECT store, store_type, changelog_version, changelog_committed_at, "
-                                f"row_count FROM {STORES_TABLE} ORDER BY store").fetchall():
-            info = StoreSnapshot(*row)
+        for info in read_store_rows(prev):
             if info.store in skip or info.store not in declared:
                 continue
             # fetchall, not fetchone: DuckDB 2.0 refuses prev.sql() while an execute() result is unfinished.
@@ -165,8 +182,7 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, version: int, published_at: 
     con.execute(f"INSERT INTO {META_TABLE} VALUES (?, ?)", [version, published_at])
     con.execute(STORES_DDL)
     for s in stores:
-        con.execute(f"INSERT INTO {STORES_TABLE} VALUES (?, ?, ?, ?, ?)",
-                    [s.store, s.store_type, s.changelog_version, s.changelog_committed_at, s.row_count])
+        insert_store_row(con, s)
 
 
 def _build(spark: SparkSession, settings: Settings, stores: list[StoreDefinition], tmp: Path,

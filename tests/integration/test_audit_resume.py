@@ -47,13 +47,13 @@ def test_a_key_value_run_starts_from_the_newest_audit_row(broker: str, spark, ma
     stream = generated(2_000, 300, seed=61, tombstones=0.03)
     bad = [(b"p-bad", b"{not json"), (b"p-bad", b'{"player_id": "p-bad", "game_id": "g", "score": -1, "ts": 1}')]
     produce(settings, topic, stream[:1_200] + bad, ref)
-    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=450)
+    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=700)
     produce(settings, topic, stream[1_200:1_700], ref)
-    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=450)
+    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=700)
 
     lineage = load_or_create(spark, settings, store)
     newest = newest_audited_batch(spark, settings, STORE)
-    assert newest >= 3  # several batches, over two runs
+    assert newest >= 2  # several batches, over two runs
     after = load_ledger(spark, settings, store, lineage, newest + 1)
     replay = load_ledger(spark, settings, store, lineage, newest)
     # The same as summing the history, both for the next batch and for a replay of the newest one.
@@ -102,7 +102,7 @@ def test_a_key_value_run_starts_from_the_newest_audit_row(broker: str, spark, ma
 
     # The next run starts from there and the store still equals the reference.
     produce(settings, topic, stream[1_700:], ref)
-    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=450)
+    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=700)
     exp = expected(ref.records, settings.max_value_bytes)
     assert_counts(exp, None, spark, settings)
     assert_state(published_state(spark, settings), exp)

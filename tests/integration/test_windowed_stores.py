@@ -2,7 +2,9 @@
 merging records -> run --once (twice, with more records in between) -> publish -> the snapshot
 equals tests/reference_windowed.py computed from the same records; late records are dead letters
 with reason 'late' and bad records of each kind with their own reason, each with its raw bytes; and
-records in = applied + dead-lettered."""
+records in = applied + dead-lettered. Between the runs, window fetch and findSessions answer over
+REST and the CLI as the reference does (tests/window_reads.py), and fresh reads see the second run
+before it is published."""
 
 from __future__ import annotations
 
@@ -11,13 +13,16 @@ import math
 
 import duckdb
 import pytest
+from fastapi.testclient import TestClient
 from reference import ReferenceTopic
 from reference_windowed import Outcome, Spec, run
+from window_reads import changed_keys, key_reads, ranged_reads
 
 from deltastate.engine.runner import run_store
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.ingest.timed_workloads import TimeShape, click_records, pulse_records, trade_records
+from deltastate.service import create_app
 from deltastate.snapshot import publish_snapshot
 from deltastate.snapshot.catalog import current_snapshot
 from deltastate.stores import load_store
@@ -118,12 +123,27 @@ def test_store_equals_reference_over_two_runs(store, seed, broker, spark, make_s
     later_start = max(int(v.split(b'"ts":')[1].split(b",")[0].rstrip(b"}")) for _, v in good if v) + 1
     first, bad = with_bad_records(good, settings.max_value_bytes)
     second = workload(store, 1_000, seed + 100, later_start)
-    for batch in (first, second):
+
+    def run_batch(batch: Produced) -> Outcome:
         assert produce_records(broker, topic, batch).delivered == len(batch)
         ref.append(batch)
         run_store(settings, store, once=True, topic=topic)
+        return run(SPECS[store], [r for r in ref.records if (r.key, r.value) not in bad])
+
+    published = run_batch(first).state
     publish_snapshot(spark, settings, [definition])
-    expected: Outcome = run(SPECS[store], [r for r in ref.records if (r.key, r.value) not in bad])
+    with TestClient(create_app(settings)) as client:
+        # Reads of the published first run, over REST and the CLI.
+        ranged_reads(client, settings, store, definition.type, published, seed)
+        # The second run is committed but not published: fresh reads see it (tombstones of merged
+        # sessions and deleted windows included), plain reads still answer from the snapshot.
+        expected = run_batch(second)
+        changed = changed_keys(published, expected.state)
+        assert changed
+        for key in changed[:6]:
+            key_reads(client, store, definition.type, key, published)
+            key_reads(client, store, definition.type, key, expected.state, fresh=True)
+    publish_snapshot(spark, settings, [definition])
     assert expected.late and len(expected.state) > 10  # the workload exercises lateness
     assert_state_equal(snapshot_rows(settings, store), expected.state)
     audit, late = audit_and_late(spark, settings, store)
