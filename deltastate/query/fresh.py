@@ -110,6 +110,11 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
     spec = store.window or store.session
     if spec is None:
         return None
+    if info is not None and info.intake_version is None and info.changelog_version is not None:
+        # Published before snapshots recorded their stream times: reading the intake from its first
+        # commit could outlive the Delta log's retention, so these keep their own horizon until the
+        # next publish.
+        return None
     times = {} if info is None else info.stream_times_by_partition()
     after = None if info is None else info.intake_version
     path = settings.table_path(store.name, INTAKE)
