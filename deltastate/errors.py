@@ -50,3 +50,16 @@ class CheckpointMismatchError(DeltastateError):
 class AuditMismatchError(DeltastateError):
     """A micro-batch's counts cannot be reconciled: the stream's running totals disagree with the
     audit table, or Kafka no longer holds the records a batch must write as dead letters."""
+
+
+class StreamTimeError(DeltastateError):
+    """A window or session store's micro-batch cannot be timed in offset order."""
+
+    def __init__(self, store: str, batch_id: int, partitions: list[int]) -> None:
+        super().__init__(
+            f"store {store!r}, batch {batch_id}: source partitions {partitions} were read by more than one "
+            "task, so their stream time cannot follow offset order; the Kafka source must not split a "
+            "partition (minPartitions, maxRecordsPerPartition)")
+        self.store = store
+        self.batch_id = batch_id
+        self.partitions = partitions

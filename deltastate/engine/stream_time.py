@@ -2,15 +2,17 @@
 advanced record by record in offset order.
 
 Between micro-batches it lives in the intake audit table (each batch's newest event time per
-partition); within a batch it is a running max over the partition's records ordered by offset, a
-window function (allowed here because foreachBatch hands us a static DataFrame).
+partition); within a batch it is a running max over the partition's records in offset order, kept by
+the task that reads the partition (jvm/src StreamTime) so that no shuffle is needed. Spark's Kafka
+source reads a partition's offset range in one task unless told to split it (minPartitions,
+maxRecordsPerPartition, neither of which deltastate sets); `split_partitions` checks that it did not.
 """
 
 from __future__ import annotations
 
 import json
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import INTAKE
@@ -21,6 +23,8 @@ from deltastate.engine.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
 
 STREAM_TIME = "stream_time"
+READ_TASK = "read_task"  # the Spark partition that read the record, for split_partitions
+_FUNCTION = "deltastate_stream_time"
 
 
 def stream_times_json(times: dict[int, int]) -> str:
@@ -76,11 +80,24 @@ def _lookup(prev: dict[int, int], partition: Column) -> Column:
     return F.element_at(F.create_map(*pairs), partition.cast("int"))
 
 
+def register_stream_time(spark: SparkSession) -> None:
+    spark._jvm.io.deltastate.Udafs.registerStreamTime(spark._jsparkSession, _FUNCTION)
+
+
 def with_stream_time(events: DataFrame, prev: dict[int, int], ts: str) -> DataFrame:
     """Adds `stream_time`: max(stream time before the batch, event times of the partition's events
-    up to and including this one)."""
-    running = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, 0)
-    return events.withColumn(STREAM_TIME, F.greatest(F.max(ts).over(running), _lookup(prev, F.col("partition"))))
+    up to and including this one), and `read_task`. `events` must come straight from the Kafka
+    source's tasks (no shuffle in between), which is what foreachBatch hands over."""
+    register_stream_time(events.sparkSession)
+    running = F.call_function(_FUNCTION, F.col("partition").cast("int"), F.col("offset").cast("bigint"),
+                              F.col(ts).cast("bigint"), _lookup(prev, F.col("partition")))
+    return events.select("*", running.alias(STREAM_TIME), F.spark_partition_id().alias(READ_TASK))
+
+
+def split_partitions(task_span: dict[int, tuple[int, int]]) -> list[int]:
+    """Source partitions whose records two tasks read ({partition: (min, max) read_task}): their
+    running stream time would be wrong, so the batch must not be applied."""
+    return sorted(p for p, (lo, hi) in task_span.items() if lo != hi)
 
 
 def advance(prev: dict[int, int], batch_max: dict[int, int]) -> dict[int, int]:

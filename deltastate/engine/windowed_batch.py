@@ -13,16 +13,24 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.tables import append_once
+from deltastate.changelog.tables import append_counted, append_once
 from deltastate.config import Settings
 from deltastate.engine import sessions as session_merge
 from deltastate.engine.audit import COUNTS
 from deltastate.engine.lineage import Lineage
-from deltastate.engine.stream_time import STREAM_TIME, advance, load_stream_times, stream_times_json
+from deltastate.engine.stream_time import (
+    READ_TASK,
+    STREAM_TIME,
+    advance,
+    load_stream_times,
+    split_partitions,
+    stream_times_json,
+)
 from deltastate.engine.windowed_records import IS_DELETE, IS_EVENT, IS_LATE, batch_records, event_fields
 from deltastate.engine.windowed_state import live_entries
 from deltastate.engine.windows import window_changes, window_contributions
 from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
+from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 
 LATE = "late"
@@ -142,9 +150,13 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 F.count_if(IS_LATE).alias("late"),
                 F.min("offset").alias("lo"), F.max("offset").alias("hi"),
                 F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
+                F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi"),
             ).collect()
             if not per_partition:
                 return
+            split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
+            if split:
+                raise StreamTimeError(store.name, batch_id, split)
             horizon = min(clock.times.values()) - retention if clock.times else None
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r["tombstones"]) for r in per_partition)
@@ -152,11 +164,14 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                                                      b.where(F.col(IS_EVENT)), b.where(F.col(IS_DELETE)),
                                                      horizon, has_deletes)
             cached += more
-            rows = _changelog_rows(puts, removed, store, lineage, batch_id).persist()
-            cached.append(rows)
-            by_op = {r[layout.OP]: int(r["count"]) for r in rows.groupBy(layout.OP).count().collect()}
-            if by_op:
-                append_once(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
+            # A batch of dead letters alone changes nothing: no changelog commit.
+            by_op: dict[str, int] = {}
+            if any(int(r["records_in"]) - int(r["failed"]) - int(r["late"]) for r in per_partition):
+                rows = _changelog_rows(puts, removed, store, lineage, batch_id)
+                by_op = append_counted(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id,
+                                       {op: F.count_if(F.col(layout.OP) == F.lit(op))
+                                        for op in (layout.OP_PUT, layout.OP_DELETE)})
+                by_op = {op: n for op, n in by_op.items() if n}
             # Window stores know their late events from the pass; session stores from the merge.
             late_by_partition = ({int(r["partition"]): int(r["late"]) for r in per_partition}
                                  if session_late is None else

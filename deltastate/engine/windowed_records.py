@@ -2,9 +2,9 @@
 classified once, narrowed to what the rest of the batch reads, with its stream time and (window
 stores) the range of its windows still open, then cached once.
 
-Stream time needs every record of a source partition in offset order (a window function, so a
-shuffle by partition), and lateness needs stream time; doing both in this pass lets the per-partition
-counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
+Stream time needs every record of a source partition in offset order (kept by the task that reads
+the partition: engine/stream_time.py), and lateness needs stream time; doing both in this pass lets
+the per-partition counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
 in the cache only when it may be dead-lettered: it failed, or it is late (window stores: no window
 open), or it could be (session stores: older than stream time - grace; the merge decides). A
 micro-batch used to be cached whole first (raw bytes and all) and its events a second time with
@@ -64,7 +64,7 @@ def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dic
     narrow = classified.select(
         "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE,
         (valid & ~deleting).alias(IS_EVENT), (valid & deleting).alias(IS_DELETE),
-        # Only an applied event moves stream time; the window function takes the max of this column.
+        # Only an applied event moves stream time: the running max skips nulls.
         *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in fields],
     )
     timed = with_stream_time(narrow, prev_times, ts)

@@ -44,11 +44,10 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # Delta's VACUUM lists a table's files with this many tasks, and Spark's default (10,000) is
         # sized for clusters: on 2 cores a VACUUM of a 20-file table took 47 s with it, 4.5 s with 16.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(4 * settings.shuffle_partitions),
-        # Stream time is a running max over each source partition's records of a micro-batch (a
-        # window function). Past 4,096 rows (the default) its buffer goes through a spillable
-        # sorter; a 500k-event batch took 3.1 s instead of 1.8 s. The in-memory buffer is not
-        # tracked by Spark's memory manager, and compaction's per-segment window reads full
-        # changelog rows, so the bound stays at 128k rows per task.
+        # Window functions buffer a partition's rows; past 4,096 rows (the default) the buffer goes
+        # through a spillable sorter, which cost 3.1 s instead of 1.8 s over a 500k-row partition.
+        # The in-memory buffer is not tracked by Spark's memory manager, and compaction's
+        # per-segment window reads full changelog rows, so the bound stays at 128k rows per task.
         "spark.sql.windowExec.buffer.in.memory.threshold": "131072",
     }
     conf.update(settings.extra_spark_conf)
