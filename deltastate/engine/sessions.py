@@ -82,10 +82,16 @@ def _merge_into(aggs: tuple[Aggregation, ...], into: Session, other: Session) ->
     into.event_ms = max(into.event_ms, other.event_ms)
 
 
+def _copy(s: Session) -> Session:
+    return Session(s.start, s.end, s.events, dict(s.values), dict(s.sums), s.partition, s.offset, s.event_ms, True)
+
+
 def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: int, state: list[Session],
                 records: list[dict[str, Any]]) -> KeyResult:
     """Applies one key's records (in offset order; each has offset, partition, ts, stream_time,
-    is_delete and the event fields) to its live sessions from the state."""
+    is_delete and the event fields) to its live sessions from the state. State sessions are never
+    modified: a session this batch changes is a new (dirty) one, which later records of the batch
+    may update in place."""
     sessions = list(state)
     result = KeyResult()
     for r in records:
@@ -99,15 +105,24 @@ def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: 
         if merged_end < r["stream_time"] - grace:
             result.late_offsets.append(r["offset"])
             continue
-        merged = Session(ts, ts, 0, {}, {}, r["partition"], r["offset"], ts, dirty=True)
-        for s in overlapping:
-            _merge_into(aggs, merged, s)
+        if len(overlapping) == 1:
+            # The common case: the event joins one session. Updating it in place gives what the
+            # general merge below does (the event folded last), without a new session per event.
+            one = overlapping[0]
+            merged = one if one.dirty else _copy(one)
+            if merged is not one:
+                sessions = [merged if s is one else s for s in sessions]
+        else:
+            merged = Session(ts, ts, 0, {}, {}, r["partition"], r["offset"], ts, dirty=True)
+            for s in overlapping:
+                _merge_into(aggs, merged, s)
+            sessions = [s for s in sessions if not any(s is o for o in overlapping)] + [merged]
         # The event itself is the most recent: fold it last so `last` takes its value.
         merged.start, merged.end = min(merged.start, ts), max(merged.end, ts)
         merged.events += 1
         merged.partition, merged.offset = r["partition"], max(merged.offset, r["offset"])
+        merged.event_ms = max(merged.event_ms, ts)
         _fold_event(aggs, merged, r)
-        sessions = [s for s in sessions if not any(s is o for o in overlapping)] + [merged]
     final = {(s.start, s.end) for s in sessions}
     result.puts = [s for s in sessions if s.dirty]
     last_record = records[-1] if records else None

@@ -108,14 +108,27 @@ def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, h
     merged_input = (state.unionByName(records, allowMissingColumns=True)
                     .unionByName(delete_records, allowMissingColumns=True))
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # Checkpointed, not cached: the merge reads the changelog, and Delta invalidates every cached
+    # plan over a table it appends to, so a cached merge ran again after the changelog append (for
+    # the late counts and dead letters). A local checkpoint cuts the plan off the table.
     out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
            .mapInArrow(lambda batches: session_merge.merge_partition(store, batches),
-                       session_merge.output_ddl(store))).persist()
+                       session_merge.output_ddl(store))).localCheckpoint(eager=True)
     puts = out.where(F.col("kind") == "put")
     removed = out.where(F.col("kind") == "delete")
     late = out.where(F.col("kind") == "late").select(F.col("source_partition").alias("partition"),
                                                      F.col("source_offset").alias("offset"))
     return puts, removed, late, [out]
+
+
+def _release(df: DataFrame) -> None:
+    """Frees a cached or locally checkpointed frame now (DataFrame.unpersist does not reach a
+    checkpoint's blocks, which would otherwise wait for the JVM's garbage collector)."""
+    plan = df._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
+    else:
+        df.unpersist()
 
 
 def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFrame:
@@ -197,7 +210,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:
-                df.unpersist()
+                _release(df)
         if listener:
             listener(BatchReport("intake", batch_id, totals["records_in"],
                                  {k: totals[k] for k in ("applied", "dead_lettered", "late", "tombstones")}))

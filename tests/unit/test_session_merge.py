@@ -10,7 +10,7 @@ import pytest
 from reference import Record
 from reference_windowed import Spec, run
 
-from deltastate.engine.sessions import finish_values, process_key
+from deltastate.engine.sessions import finish_values, process_key, session_from_state
 from deltastate.stores.definition import Aggregation
 
 AGGS = (Aggregation("session_start", "min", "ts"), Aggregation("session_end", "max", "ts"),
@@ -35,37 +35,54 @@ def stream(seed: int, n: int = 300) -> list[Record]:
     return out
 
 
-def engine(records: list[Record]) -> dict[tuple[str, int, int], dict]:
-    """Applies records one at a time (each as its own micro-batch), carrying the key's sessions."""
+def engine(records: list[Record], batch_sizes: random.Random | None = None) -> dict[tuple[str, int, int], dict]:
+    """Applies records in micro-batches (one record each, or sizes drawn from batch_sizes), each key's
+    records of a batch in one process_key call, carrying the key's sessions between batches."""
     st = None
-    sessions: dict[str, list] = {}
+    rows = []
     for r in records:
-        key = r.key.decode()
         doc = None if r.value is None else json.loads(r.value)
         if doc is not None:
             st = doc["ts"] if st is None else max(st, doc["ts"])
-        row = {"offset": r.offset, "partition": 0, "is_delete": doc is None, "ts": None if doc is None else doc["ts"],
-               "stream_time": st, **({} if doc is None else {"page": doc["page"]})}
-        result = process_key(AGGS, SPEC.gap, SPEC.grace, SPEC.retention, sessions.get(key, []), [row])
-        gone = {(s, e) for s, e, _, _ in result.deleted}
-        kept = [s for s in sessions.get(key, []) if (s.start, s.end) not in gone and not (row["is_delete"])]
-        for s in result.puts:
-            s.dirty = False
-        sessions[key] = [s for s in kept if all((s.start, s.end) != (p.start, p.end) for p in result.puts)] + result.puts
+        rows.append((r.key.decode(), {"offset": r.offset, "partition": 0, "is_delete": doc is None,
+                                      "ts": None if doc is None else doc["ts"], "stream_time": st,
+                                      **({} if doc is None else {"page": doc["page"]})}))
+    # The store as the changelog holds it: each key's sessions as their emitted records, turned back
+    # into state for the next batch, as the engine reads them.
+    store: dict[str, dict[tuple[int, int], dict]] = {}
+    i = 0
+    while i < len(rows):
+        n = 1 if batch_sizes is None else batch_sizes.randint(1, 40)
+        by_key: dict[str, list[dict]] = {}
+        for key, row in rows[i:i + n]:
+            by_key.setdefault(key, []).append(row)
+        i += n
+        for key, mine in by_key.items():
+            entries = store.setdefault(key, {})
+            state = [session_from_state(AGGS, {**row, "window_start": s, "window_end": e})
+                     for (s, e), row in entries.items()]
+            result = process_key(AGGS, SPEC.gap, SPEC.grace, SPEC.retention, state, mine)
+            for start, end, _, _ in result.deleted:
+                del entries[(start, end)]
+            for s in result.puts:
+                entries[(s.start, s.end)] = {**finish_values(AGGS, s), "events": s.events,
+                                             "source_partition": s.partition, "source_offset": s.offset}
+    sessions = {key: [(s, e, row) for (s, e), row in entries.items()] for key, entries in store.items()}
     out = {}
     for key, mine in sessions.items():
-        for s in mine:
-            if st is not None and s.end <= st - SPEC.retention:
+        for start, end, row in mine:
+            if st is not None and end <= st - SPEC.retention:
                 continue
-            out[(key, s.start, s.end)] = finish_values(AGGS, s)
+            out[(key, start, end)] = {a.target: row[a.target] for a in AGGS}
     return out
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["record_by_record", "micro_batches"])
 @pytest.mark.parametrize("seed", range(25))
-def test_session_merge_equals_reference(seed):
+def test_session_merge_equals_reference(seed, batched):
     records = stream(seed)
     expected = run(SPEC, records).state
-    got = engine(records)
+    got = engine(records, random.Random(seed) if batched else None)
     assert set(got) == set(expected)
     for entry, values in expected.items():
         for name, want in values.items():
