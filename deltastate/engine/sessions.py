@@ -12,7 +12,7 @@ record, no per-key set-up. The rules (KStreamSessionWindowAggregate):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,22 +43,33 @@ class KeyResult:
     late_offsets: list[int] = field(default_factory=list)
 
 
-def _fold_event(aggs: tuple[Aggregation, ...], session: Session, record: dict[str, Any]) -> None:
-    for a in aggs:
-        v = None if a.source_field is None else record[a.source_field]
-        cur = session.values.get(a.target)
-        if a.op == "count":
-            session.values[a.target] = (cur or 0) + 1
-        elif a.op == "sum":
-            session.values[a.target] = (cur or 0) + v
-        elif a.op == "min":
-            session.values[a.target] = v if cur is None else min(cur, v)
-        elif a.op == "max":
-            session.values[a.target] = v if cur is None else max(cur, v)
-        elif a.op == "last":
-            session.values[a.target] = v
-        elif a.op == "avg":
-            session.sums[a.target] = session.sums.get(a.target, 0.0) + v
+# One event folded into a session's value: (current value or None, event value) -> new value.
+_STEPS: dict[str, Callable[[Any, Any], Any]] = {
+    "count": lambda cur, v: 1 if cur is None else cur + 1,
+    "sum": lambda cur, v: v if cur is None else cur + v,
+    "min": lambda cur, v: v if cur is None or v < cur else cur,
+    "max": lambda cur, v: v if cur is None or v > cur else cur,
+    "last": lambda cur, v: v,
+}
+
+
+def _event_folder(aggs: tuple[Aggregation, ...]) -> Callable[[Session, dict[str, Any]], None]:
+    """fold(session, record): the record's event folded into the session's values (avg: its sum),
+    with each aggregation's step looked up once rather than per event."""
+    unknown = [a.op for a in aggs if a.op != "avg" and a.op not in _STEPS]
+    if unknown:
+        raise ValueError(f"unsupported op(s) {unknown}")
+    steps = [(a.target, a.source_field, _STEPS[a.op]) for a in aggs if a.op != "avg"]
+    averaged = [(a.target, a.source_field) for a in aggs if a.op == "avg"]
+
+    def fold(session: Session, record: dict[str, Any]) -> None:
+        values = session.values
+        for target, source, step in steps:
+            values[target] = step(values.get(target), None if source is None else record[source])
+        for target, source in averaged:
+            session.sums[target] = session.sums.get(target, 0.0) + record[source]
+
+    return fold
 
 
 def _merge_into(aggs: tuple[Aggregation, ...], into: Session, other: Session) -> None:
@@ -93,13 +104,22 @@ def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: 
     modified: a session this batch changes is a new (dirty) one, which later records of the batch
     may update in place."""
     sessions = list(state)
+    # Sessions past retention can never merge again (the horizon only grows along a partition):
+    # set aside once the list doubles, so that a key with a long history is not scanned per event.
+    retired: list[Session] = []
+    limit = max(8, 2 * len(sessions))
     result = KeyResult()
+    fold_event = _event_folder(aggs)
     for r in records:
         if r["is_delete"]:
-            sessions = []
+            sessions, retired = [], []
             continue
         ts = r["ts"]
         horizon = r["stream_time"] - retention  # sessions past retention are gone from the store
+        if len(sessions) > limit:
+            retired += [s for s in sessions if s.end <= horizon]
+            sessions = [s for s in sessions if s.end > horizon]
+            limit = max(8, 2 * len(sessions))
         overlapping = [s for s in sessions if s.end >= ts - gap and s.start <= ts + gap and s.end > horizon]
         merged_end = max([ts, *[s.end for s in overlapping]])
         if merged_end < r["stream_time"] - grace:
@@ -122,7 +142,8 @@ def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: 
         merged.events += 1
         merged.partition, merged.offset = r["partition"], max(merged.offset, r["offset"])
         merged.event_ms = max(merged.event_ms, ts)
-        _fold_event(aggs, merged, r)
+        fold_event(merged, r)
+    sessions += retired
     final = {(s.start, s.end) for s in sessions}
     result.puts = [s for s in sessions if s.dirty]
     last_record = records[-1] if records else None
