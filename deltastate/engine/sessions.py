@@ -211,19 +211,27 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
         for off in res.late_offsets:
             emit("late", key, None, None, None, None, by_offset[off]["partition"], off, None)
 
+    # Each row as a dict of only the fields its kind uses (a record's, or a state entry's).
+    record_fields = ["partition", "offset", "ts", "stream_time", "is_delete",
+                     *sorted({a.source_field for a in aggs if a.source_field} - {"ts"})]
+    state_fields = ["window_start", "window_end", *[a.target for a in aggs], "events",
+                    "source_partition", "source_offset"]
     current: str | None = None
     state: list[Session] = []
     records: list[dict[str, Any]] = []
     for batch in batches:
-        for row in batch.to_pylist():
-            if row["key"] != current:
+        cols = batch.to_pydict()
+        rows = zip(cols["key"], cols["kind"], zip(*[cols[f] for f in record_fields]),
+                   zip(*[cols[f] for f in state_fields]))
+        for key, kind, record, entry in rows:
+            if key != current:
                 if current is not None:
                     flush_key(current, state, records)
-                current, state, records = row["key"], [], []
-            if row["kind"] == STATE:
-                state.append(session_from_state(aggs, row))
+                current, state, records = key, [], []
+            if kind == STATE:
+                state.append(session_from_state(aggs, dict(zip(state_fields, entry))))
             else:
-                records.append(row)
+                records.append(dict(zip(record_fields, record)))
         if len(out["kind"]) >= 50_000:
             yield pa.RecordBatch.from_pydict(out, schema=schema)
             out = {n: [] for n in schema.names}

@@ -26,7 +26,14 @@ from deltastate.engine.stream_time import (
     split_partitions,
     stream_times_json,
 )
-from deltastate.engine.windowed_records import IS_DELETE, IS_EVENT, IS_LATE, batch_records, event_fields
+from deltastate.engine.windowed_records import (
+    IS_DELETE,
+    IS_EVENT,
+    IS_LATE,
+    batch_records,
+    event_fields,
+    with_flags,
+)
 from deltastate.engine.windowed_state import live_entries
 from deltastate.engine.windows import window_changes, window_contributions
 from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
@@ -151,8 +158,9 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
         spark = batch.sparkSession
         if clock.next_batch != batch_id:
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
-        b = batch_records(batch, store, clock.times).persist()
-        cached = [b]
+        stored = batch_records(batch, store, clock.times).persist()
+        cached = [stored]
+        b = with_flags(stored, store)
         try:
             # The first action reads, classifies and times the batch into the cache, and tells
             # whether it deletes anything before the windows are planned.

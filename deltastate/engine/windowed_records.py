@@ -54,32 +54,44 @@ def event_fields(store: StoreDefinition) -> list[str]:
 
 
 def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dict[int, int]) -> DataFrame:
-    """The micro-batch's classified records, narrowed: partition, offset, key_str, reason, is_event,
-    is_delete, the event fields, stream_time, is_late, (window stores) w_first and w_last, and the raw
-    columns of the dead-letter table, null unless the record may be dead-lettered."""
+    """The micro-batch's classified records, narrowed to what is cached: partition, offset, key_str,
+    reason, is_delete, the event fields, read_task, (session stores) stream_time, (window stores)
+    w_first, w_last and is_late, and the raw columns of the dead-letter table, null unless the record
+    may be dead-lettered. with_flags adds the rest."""
     valid = F.col("reason").isNull()
     deleting = _is_delete(store)
     ts = store.event_time_field
     fields = event_fields(store)
     narrow = classified.select(
-        "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE,
-        (valid & ~deleting).alias(IS_EVENT), (valid & deleting).alias(IS_DELETE),
+        "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE, (valid & deleting).alias(IS_DELETE),
         # Only an applied event moves stream time: the running max skips nulls.
         *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in fields],
     )
     timed = with_stream_time(narrow, prev_times, ts)
-    event, stream_time = F.col(IS_EVENT), F.col(STREAM_TIME)
+    event, stream_time = _is_event(), F.col(STREAM_TIME)
     if store.window:
+        # Window stores need stream time only for the range of open windows: not cached.
         first, last = open_window_range(F.col(ts), stream_time, store.window)
-        timed = timed.select("*", first.alias(W_FIRST), last.alias(W_LAST))
+        timed = timed.select(*[c for c in timed.columns if c != STREAM_TIME], first.alias(W_FIRST), last.alias(W_LAST))
         late = event & (F.col(W_FIRST) > F.col(W_LAST))
+        flags = [late.alias(IS_LATE)]
         maybe_dead = ~valid | late
     else:
         assert store.session is not None
-        late = F.lit(False)  # sessions: the merge decides; these are only the candidates
+        flags = []  # sessions: the merge decides lateness; these are only the candidates
         maybe_dead = ~valid | (event & (F.col(ts) < stream_time - F.lit(store.session.grace_ms)))
     return timed.select(
-        *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE],
-        late.alias(IS_LATE),
+        *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE], *flags,
         *[F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE],
     )
+
+
+def _is_event() -> Column:
+    return F.col("reason").isNull() & ~F.col(IS_DELETE)
+
+
+def with_flags(cached: DataFrame, store: StoreDefinition) -> DataFrame:
+    """is_event, and is_late for session stores (always false here: the merge decides), derived from
+    the cached records rather than stored in the cache (each cached column costs every record)."""
+    out = cached.select("*", _is_event().alias(IS_EVENT))
+    return out if store.window else out.select("*", F.lit(False).alias(IS_LATE))

@@ -22,17 +22,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 PARTITIONS = 4
 
 
-def _trades(n: int, seed: int) -> list[tuple[bytes, bytes]]:
-    """Trades with jittered times (out of order), some invalid (they must not move stream time)."""
+def _clicks(n: int, seed: int) -> list[tuple[bytes, bytes]]:
+    """Clicks with jittered times (out of order), some invalid (they must not move stream time)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        symbol = f"S{rng.randrange(12)}"
+        user = f"u{rng.randrange(12)}"
         ts = 1_700_000_000_000 + i * 50 + rng.randrange(-4_000, 4_000)
-        doc = {"symbol": symbol, "price": 1.5, "qty": 2, "ts": ts}
+        doc = {"user_id": user, "page": "/a", "ts": ts}
         if rng.random() < 0.05:
-            doc["qty"] = -1  # a schema violation: dead-lettered, no stream time of its own
-        out.append((symbol.encode(), json.dumps(doc).encode()))
+            doc["page"] = 7  # a schema violation: dead-lettered, no stream time of its own
+        out.append((user.encode(), json.dumps(doc).encode()))
     return out
 
 
@@ -43,7 +43,7 @@ def _expected(records: list[tuple[bytes, bytes]], before: dict[int, int]) -> dic
     for key, value in records:
         p = partition_for(key, PARTITIONS)
         doc = json.loads(value)
-        if doc["qty"] > 0:
+        if isinstance(doc["page"], str):
             running[p] = doc["ts"] if running[p] is None else max(running[p], doc["ts"])
         out[(p, next_offset[p])] = running[p]
         next_offset[p] += 1
@@ -61,8 +61,8 @@ def _read(spark, broker: str, topic: str, **options: str):
 def test_each_record_gets_its_partitions_running_max_in_offset_order_and_splits_are_detected(
         spark, broker, topic, make_settings) -> None:
     settings = make_settings()
-    store = load_store(settings, "trade_stats")
-    records = _trades(3_000, seed=11)
+    store = load_store(settings, "user_sessions")  # session stores keep each record's stream time
+    records = _clicks(3_000, seed=11)
     ensure_topic(broker, topic, PARTITIONS)
     produce_records(broker, topic, records)
     before = {0: 1_700_000_100_000, 2: 1}  # partition 0 starts ahead of its first records
@@ -84,9 +84,9 @@ def test_each_record_gets_its_partitions_running_max_in_offset_order_and_splits_
 
 def test_records_out_of_offset_order_within_a_task_fail_the_batch(spark, make_settings) -> None:
     settings = make_settings()
-    store = load_store(settings, "trade_stats")
-    value = json.dumps({"symbol": "S", "price": 1.0, "qty": 1, "ts": 5}).encode()
-    rows = [("trades", 0, offset, None, b"S", value) for offset in (3, 1, 2)]
+    store = load_store(settings, "user_sessions")
+    value = json.dumps({"user_id": "u", "page": "/a", "ts": 5}).encode()
+    rows = [("clicks", 0, offset, None, b"u", value) for offset in (3, 1, 2)]
     raw = (spark.createDataFrame(rows, "topic string, partition int, offset long, timestamp timestamp, "
                                        "key binary, value binary").coalesce(1))
     timed = batch_records(classify(raw, store, settings.max_value_bytes), store, {})
