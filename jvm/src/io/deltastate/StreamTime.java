@@ -23,9 +23,8 @@ import org.apache.spark.sql.api.java.UDF4;
 public final class StreamTime implements UDF4<Integer, Long, Long, Long, Long> {
     private static final long serialVersionUID = 1L;
 
-    /** Per partition: last offset seen, running maximum (Long.MIN_VALUE = none), last result. */
+    /** Per partition: last offset seen, running maximum (Long.MIN_VALUE = none). */
     private transient Map<Integer, long[]> seen;
-    private transient Map<Integer, Long> lastResult;
 
     @Override
     public Long call(Integer partition, Long offset, Long eventMs, Long before) {
@@ -34,15 +33,10 @@ public final class StreamTime implements UDF4<Integer, Long, Long, Long, Long> {
         }
         if (seen == null) {
             seen = new HashMap<>();
-            lastResult = new HashMap<>();
         }
-        long[] state = seen.get(partition);
-        if (state == null) {
-            state = new long[] {Long.MIN_VALUE, Long.MIN_VALUE};
-            seen.put(partition, state);
-        } else if (offset == state[0]) {
-            return lastResult.get(partition);  // the same record evaluated twice: the same answer
-        } else if (offset < state[0]) {
+        long[] state = seen.computeIfAbsent(partition, p -> new long[] {Long.MIN_VALUE, Long.MIN_VALUE});
+        // The same record evaluated twice is harmless (a maximum is idempotent); going back is not.
+        if (offset < state[0]) {
             throw new IllegalStateException("stream time: Kafka partition " + partition + " reached offset "
                     + offset + " after offset " + state[0] + " in one task; records must arrive in offset order");
         }
@@ -50,13 +44,9 @@ public final class StreamTime implements UDF4<Integer, Long, Long, Long, Long> {
         if (eventMs != null && eventMs > state[1]) {
             state[1] = eventMs;
         }
-        Long result;
         if (state[1] == Long.MIN_VALUE) {
-            result = before;
-        } else {
-            result = before == null ? state[1] : Math.max(state[1], before);
+            return before;
         }
-        lastResult.put(partition, result);
-        return result;
+        return before == null ? state[1] : Math.max(state[1], before);
     }
 }
