@@ -106,8 +106,7 @@ def _delta_batch(table: str) -> int:
 # Spark's own code, and on 2 cores C2 compiles compete with the batches: C1 alone and the serial
 # collector start a `run --once` of 3,000 events in 24.5-32.3 s instead of 36.9-45.9 s
 # (bench/results.md). A long backlog wants C2 (a 2M-event batch took 58 s on C1 against 34 s).
-# C1 only, at its default thresholds (the driver's default scales them up for long runs).
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:CompileThresholdScaling=1"
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def child_env(settings: Settings) -> dict[str, str]:

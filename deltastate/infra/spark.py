@@ -11,7 +11,6 @@ from deltastate.infra.jars import ensure_jars, spark_jars
 from deltastate.infra.udaf import udaf_jar
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-JIT_THRESHOLD_SCALING = 4
 
 
 def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
@@ -33,13 +32,8 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("DELTASTATE_DRIVER_MEMORY", "4g"),
         # A deep stack: the stream execution thread overflowed in java.util.regex under load.
-        # JIT thresholds x4: on 2 cores the compiler threads compete with the tasks, and a cold run
-        # spent about 95 s of compiler CPU; with x4 about 60 s, and a cold 2M-event trade_stats run
-        # took 65-68 s instead of 71-80 s (bench/results.md, session 13). DELTASTATE_DRIVER_JAVA_OPTS
-        # comes last, so it can set its own.
         "spark.driver.extraJavaOptions": " ".join(
-            ["-Xss64m", "-Dlog4j2.level=WARN", f"-XX:CompileThresholdScaling={JIT_THRESHOLD_SCALING}",
-             *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
+            ["-Xss64m", "-Dlog4j2.level=WARN", *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
