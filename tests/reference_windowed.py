@@ -40,6 +40,19 @@ class Spec:
     delete_field: tuple[str, str] | None = None
 
 
+# The reference stores of schemas/stores/, as the issue specifies them (not read from the YAML).
+SPECS = {
+    "trade_stats": Spec("window", {"count": ("count", None), "sum_price": ("sum", "price"), "min_price": ("min", "price"),
+                                   "max_price": ("max", "price"), "avg_price": ("avg", "price"), "volume": ("sum", "qty")},
+                        size=5_000, advance=1_000, grace=2_000, retention=3_600_000),
+    "pulse_counts": Spec("window", {"beats": ("count", None)}, size=60_000, advance=60_000, grace=5_000,
+                         retention=21_600_000, delete_field=("event", "checkout")),
+    "user_sessions": Spec("session", {"session_start": ("min", "ts"), "session_end": ("max", "ts"),
+                                      "event_count": ("count", None), "last_page": ("last", "page")},
+                          gap=1_800_000, grace=300_000, retention=86_400_000),
+}
+
+
 @dataclass
 class Outcome:
     state: dict[tuple[str, int, int], dict[str, Any]] = field(default_factory=dict)

@@ -59,6 +59,19 @@ class IngestFigures:
         ]
 
 
+# Distinct keys when --keys is not given. Key-value stores: player_stats' 100,000 players. Window and
+# session stores: 1,000 symbols, patients or users, a key count at which each batch updates a key's
+# windows many times (every window-store figure in bench/results.md uses it).
+DEFAULT_KEYS = {"key_value": 100_000, "window": 1_000, "session": 1_000}
+
+
+def default_keys(store_type: str) -> int:
+    try:
+        return DEFAULT_KEYS[store_type]
+    except KeyError:
+        raise ValueError(f"no default key count for store type {store_type!r}") from None
+
+
 def bench_records(store: str, events: int, keys: int, seed: int):
     """The seeded workload of each reference store (windowed ones with a little disorder)."""
     from deltastate.ingest import timed_workloads as tw
@@ -76,11 +89,15 @@ def bench_records(store: str, events: int, keys: int, seed: int):
     raise ValueError(f"no bench workload for store {store!r}")
 
 
-def run_ingest_bench(settings: Settings, events: int, players: int, seed: int = 1,
+def run_ingest_bench(settings: Settings, events: int, players: int | None, seed: int = 1,
                      max_offsets_per_trigger: int | None = None, store_name: str = "player_stats",
                      warmup_events: int = 0) -> IngestFigures:
+    """players: distinct keys; None for the store type's default (DEFAULT_KEYS)."""
     from deltastate.infra.spark import get_spark
+    from deltastate.stores import load_store
 
+    if players is None:
+        players = default_keys(load_store(settings, store_name).type)
     get_spark(settings)  # session start-up is not part of the figure
     if warmup_events:
         _timed_run(settings, store_name, warmup_events, min(players, warmup_events), seed + 1000, None)

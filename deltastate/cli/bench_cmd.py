@@ -14,14 +14,15 @@ def bench() -> None:
 
 @bench.command("ingest")
 @click.option("--events", default=2_000_000, show_default=True)
-@click.option("--players", "--keys", "players", default=100_000, show_default=True, help="Distinct keys.")
+@click.option("--players", "--keys", "players", type=click.IntRange(min=1), default=None,
+              help="Distinct keys [default: 100,000 for key-value stores, 1,000 for window and session stores].")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
 @click.option("--store", default="player_stats", show_default=True,
               help="player_stats, trade_stats, pulse_counts or user_sessions.")
 @click.option("--warmup-events", type=click.IntRange(min=0), default=0, show_default=True,
               help="First an untimed run over this many events (separate topic and store): steady-state JIT.")
-def ingest(events: int, players: int, seed: int, max_offsets_per_trigger: int | None, store: str,
+def ingest(events: int, players: int | None, seed: int, max_offsets_per_trigger: int | None, store: str,
            warmup_events: int) -> None:
     """Events/s from Kafka to the committed changelog for a --once run over a backlog."""
     from deltastate.bench.ingest import run_ingest_bench

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 from fastapi.testclient import TestClient
 from reference import ReferenceTopic
-from reference_windowed import Outcome, Spec, run
+from reference_windowed import SPECS, Outcome, run
 from window_reads import changed_keys, key_reads, ranged_reads
 
 from deltastate.engine.runner import run_store
@@ -29,17 +29,6 @@ from deltastate.stores import load_store
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 4
-
-SPECS = {
-    "trade_stats": Spec("window", {"count": ("count", None), "sum_price": ("sum", "price"), "min_price": ("min", "price"),
-                                   "max_price": ("max", "price"), "avg_price": ("avg", "price"), "volume": ("sum", "qty")},
-                        size=5_000, advance=1_000, grace=2_000, retention=3_600_000),
-    "pulse_counts": Spec("window", {"beats": ("count", None)}, size=60_000, advance=60_000, grace=5_000,
-                         retention=21_600_000, delete_field=("event", "checkout")),
-    "user_sessions": Spec("session", {"session_start": ("min", "ts"), "session_end": ("max", "ts"),
-                                      "event_count": ("count", None), "last_page": ("last", "page")},
-                          gap=1_800_000, grace=300_000, retention=86_400_000),
-}
 
 
 def workload(store: str, n: int, seed: int, start: int) -> list[tuple[bytes, bytes | None]]:
