@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from local_infra import free_port, make_home
+from support.local_infra import free_port, make_home
 
 from deltastate.config import Settings, load_settings
 

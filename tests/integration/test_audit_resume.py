@@ -10,8 +10,8 @@ reference computed from the produced records, and with every older audit row's f
 from pathlib import Path
 
 import pytest
-from reference import expected
-from store_checks import (
+from support.reference import expected
+from support.store_checks import (
     STORE,
     assert_counts,
     assert_state,

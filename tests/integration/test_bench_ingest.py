@@ -6,8 +6,8 @@ changelog table the run wrote."""
 from __future__ import annotations
 
 import pytest
-from reference import ReferenceTopic, expected
-from reference_windowed import SPECS, run
+from support.reference import ReferenceTopic, expected
+from support.reference_windowed import SPECS, run
 
 from deltastate.bench.ingest import DEFAULT_KEYS, bench_records, run_ingest_bench
 from deltastate.ingest.partitioner import partition_for

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from local_infra import free_port
+from support.local_infra import free_port
 
 from deltastate.config import Settings, load_settings
 from deltastate.errors import InfraError

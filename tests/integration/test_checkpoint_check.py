@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reference import expected
-from store_checks import (
+from support.reference import expected
+from support.store_checks import (
     STORE,
     assert_changelog_unique,
     assert_counts,

@@ -7,8 +7,8 @@ import dataclasses
 import json
 
 import pytest
-from reference import category
-from store_checks import STORE, event
+from support.reference import category
+from support.store_checks import STORE, event
 
 from deltastate.ingest.decode import classify
 from deltastate.stores import load_store

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from store_checks import produce
+from support.store_checks import produce
 
 from deltastate.changelog.reader import latest_state
 from deltastate.engine.runner import run_store

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reference import expected
-from store_checks import STORE, assert_changelog_unique, assert_state, event, new_topic, produce, published_state
+from support.reference import expected
+from support.store_checks import STORE, assert_changelog_unique, assert_state, event, new_topic, produce, published_state
 
 from deltastate.engine.runner import run_store
 from deltastate.maintenance import cleanup_store

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from reference import VALUE_FIELDS, Expected, ReferenceTopic, expected, rank_of, ranking, top
+from support.reference import VALUE_FIELDS, Expected, ReferenceTopic, expected, rank_of, ranking, top
 
 from deltastate.cli.main import cli
 from deltastate.config import PROJECT_ROOT, Settings, load_settings

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from reference import expected
-from store_checks import (
+from support.reference import expected
+from support.store_checks import (
     KV,
     STORE,
     assert_changelog_unique,

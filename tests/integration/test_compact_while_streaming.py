@@ -10,8 +10,8 @@ import threading
 import time
 
 import pytest
-from reference import expected
-from store_checks import (
+from support.reference import expected
+from support.store_checks import (
     STORE,
     assert_changelog_unique,
     assert_state,

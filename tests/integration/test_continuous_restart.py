@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reference import Expected, expected
-from store_checks import (
+from support.reference import Expected, expected
+from support.store_checks import (
     STORE,
     assert_counts,
     assert_state,

@@ -8,8 +8,8 @@ the changelog holds no duplicate (epoch, batch, key) and the audit counted every
 from pathlib import Path
 
 import pytest
-from reference import ReferenceTopic, expected
-from store_checks import PARTITIONS, STORE, assert_changelog_unique, assert_counts, assert_state, published_state
+from support.reference import ReferenceTopic, expected
+from support.store_checks import PARTITIONS, STORE, assert_changelog_unique, assert_counts, assert_state, published_state
 
 from deltastate.bench.soak import SoakOptions, run_crash_trials
 from deltastate.ingest.partitioner import partition_for

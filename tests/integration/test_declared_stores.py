@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from delta.tables import DeltaTable
-from reference import ReferenceTopic
-from reference_windowed import Spec, run
+from support.reference import ReferenceTopic
+from support.reference_windowed import Spec, run
 
 from deltastate.changelog.layout import changelog_columns
 from deltastate.changelog.tables import check_definition, sql_string_literal

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from reference import expected
-from store_checks import (
+from support.reference import expected
+from support.store_checks import (
     KV,
     PARTITIONS,
     STORE,

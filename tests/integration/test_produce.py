@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
-from local_infra import free_port
+from support.local_infra import free_port
 
 from deltastate.cli.produce_cmd import produce
 from deltastate.config import Settings, load_settings

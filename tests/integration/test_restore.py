@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reference import category, expected
-from store_checks import (
+from support.reference import category, expected
+from support.store_checks import (
     STORE,
     assert_changelog_unique,
     assert_counts,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from store_checks import assert_resumes_from_newest_audit_row
+from support.store_checks import assert_resumes_from_newest_audit_row
 
 from deltastate.changelog.layout import store_key_columns
 from deltastate.engine.runner import run_store

@@ -14,9 +14,9 @@ import math
 import duckdb
 import pytest
 from fastapi.testclient import TestClient
-from reference import ReferenceTopic
-from reference_windowed import SPECS, Outcome, run
-from window_reads import changed_keys, key_reads, ranged_reads
+from support.reference import ReferenceTopic
+from support.reference_windowed import SPECS, Outcome, run
+from support.window_reads import changed_keys, key_reads, ranged_reads
 
 from deltastate.engine.runner import run_store
 from deltastate.ingest.partitioner import partition_for

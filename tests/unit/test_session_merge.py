@@ -7,8 +7,8 @@ import json
 import random
 
 import pytest
-from reference import Record
-from reference_windowed import Spec, run
+from support.reference import Record
+from support.reference_windowed import Spec, run
 
 from deltastate.engine.sessions import finish_values, process_key, session_from_state
 from deltastate.stores.definition import Aggregation

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from local_infra import free_port, make_home
-from reference import VALUE_FIELDS, expected
-from store_checks import STORE, generated, new_topic, produce
+from support.local_infra import free_port, make_home
+from support.reference import VALUE_FIELDS, expected
+from support.store_checks import STORE, generated, new_topic, produce
 
 from deltastate.bench.soak import SHORT_LIVED_JVM
 from deltastate.config import PROJECT_ROOT, load_settings

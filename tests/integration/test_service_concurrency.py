@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from local_infra import free_port, make_home
+from support.local_infra import free_port, make_home
 
 from deltastate.config import Settings
 from deltastate.query.synthetic import SyntheticStore, write_snapshot

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from local_infra import make_home
+from support.local_infra import make_home
 
 from deltastate.config import PROJECT_ROOT, load_settings
 from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from local_infra import make_home
+from support.local_infra import make_home
 
 from deltastate.config import Settings
 from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from reference import VALUE_FIELDS, Expected, Record, ReferenceTopic
+from support.reference import VALUE_FIELDS, Expected, Record, ReferenceTopic
 
 from deltastate.config import Settings
 from deltastate.engine.runner import RunResult

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference import Record
+from support.reference import Record
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from reference import expected
-from store_checks import STORE, assert_counts, generated, new_topic, produce
+from support.reference import expected
+from support.store_checks import STORE, assert_counts, generated, new_topic, produce
 
 from deltastate.engine.runner import run_store
 from deltastate.orchestration.lock import LOCK_WAIT_ENV, WriterBusyError, lock_path, release_checkpoint

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 from fastapi.testclient import TestClient
-from local_infra import make_home
+from support.local_infra import make_home
 
 from deltastate.config import load_settings
 from deltastate.orchestration.status import latest_delta_version

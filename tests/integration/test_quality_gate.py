@@ -5,8 +5,8 @@ expectation blocks the publish, the previous snapshot stays current and the erro
 from __future__ import annotations
 
 import pytest
-from reference import VALUE_FIELDS, expected
-from store_checks import STORE, generated, new_topic, produce
+from support.reference import VALUE_FIELDS, expected
+from support.store_checks import STORE, generated, new_topic, produce
 
 from deltastate.engine.runner import run_store
 from deltastate.quality.gate import QualityGateError, gated_publish

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from reference import VALUE_FIELDS, expected
-from store_checks import STORE, generated, new_topic, produce
+from support.reference import VALUE_FIELDS, expected
+from support.store_checks import STORE, generated, new_topic, produce
 
 from deltastate.config import PROJECT_ROOT
 from deltastate.query import Queries

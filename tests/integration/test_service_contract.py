@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from local_infra import make_home
-from reference import expected, rank_of, top
-from store_checks import PARTITIONS, STORE, consume_positions, generated, new_topic, produce
+from support.local_infra import make_home
+from support.reference import expected, rank_of, top
+from support.store_checks import PARTITIONS, STORE, consume_positions, generated, new_topic, produce
 
 from deltastate.config import Settings
 from deltastate.engine.runner import run_store
