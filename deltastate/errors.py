@@ -16,6 +16,7 @@ class StoreDefinitionError(ConfigError):
     def __init__(self, store: str, problem: str) -> None:
         super().__init__(f"store {store!r}: {problem}")
         self.store = store
+        self.problem = problem
 
 
 class UnknownStoreError(DeltastateError):

@@ -13,7 +13,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from deltastate.cli import bench_cmd, demo_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd, soak_cmd
+    from deltastate.cli import bench_cmd, demo_cmd, job_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd, soak_cmd
     from deltastate.cli.infra_cmd import infra
     from deltastate.cli.serve_cmd import serve as serve_command
 
@@ -24,6 +24,7 @@ def _register() -> None:
     cli.add_command(bench_cmd.bench)
     cli.add_command(restore_cmd.restore)
     cli.add_command(soak_cmd.soak)
+    cli.add_command(job_cmd.job)
     query_cmd.register(cli)
     from deltastate.cli.maintenance_cmd import register as register_maintenance
     register_maintenance(cli)

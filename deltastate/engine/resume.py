@@ -11,8 +11,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deltastate.errors import CheckpointMismatchError
-
 RESUME_FILE = "resume.json"
 EARLIEST = -2  # Spark's Kafka source: -2 in a startingOffsets JSON means the earliest offset
 
@@ -39,15 +37,7 @@ class ResumePlan:
     @classmethod
     def from_json(cls, text: str) -> ResumePlan:
         data = json.loads(text)
-        plan = cls({int(p): int(o) for p, o in data["starting_offsets"].items()}, data.get("seed_path"))
-        # deltastate's earlier two-query engine resumed its intake query from its own offsets; one
-        # query cannot start at both without losing or recounting the records in between.
-        audit = data.get("audit_offsets")
-        if audit is not None and {int(p): int(o) for p, o in audit.items()} != plan.starting_offsets:
-            raise CheckpointMismatchError(
-                f"resume plan {text!r} was written by deltastate's earlier two-query engine with separate "
-                "intake offsets; replay the topic into a new storage root (DELTASTATE_STORAGE)")
-        return plan
+        return cls({int(p): int(o) for p, o in data["starting_offsets"].items()}, data.get("seed_path"))
 
 
 def offsets_json(topic: str, offsets: dict[int, int], partitions: int | None = None) -> str:

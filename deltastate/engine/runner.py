@@ -23,8 +23,9 @@ from deltastate.engine.writer import BatchListener, BatchReport, store_writer
 from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.checkpoint import any_query_started, drop_orphan_temp_files, verify_checkpoint
-from deltastate.orchestration.lock import claim_checkpoint
+from deltastate.engine.writer_lock import claim_checkpoint
 from deltastate.stores import load_store
+from deltastate.stores.state import applied_to, query_state_conf
 
 
 @dataclass
@@ -38,6 +39,8 @@ class RunResult:
     dead_lettered: int = 0
     changelog_records: int = 0
     progress: dict[str, list[dict]] = field(default_factory=dict)
+    # The state keys the store's query started with (read back from the query's own session).
+    state_conf: dict[str, str | None] = field(default_factory=dict)
 
 
 def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger: str = "1 second",
@@ -78,7 +81,9 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
               .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, on_batch)))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
     started = time.monotonic()
-    query = writer.start()
+    with applied_to(spark, store.state):  # the store's own state provider and RocksDB options
+        query = writer.start()
+    result.state_conf = query_state_conf(query, store.state)
     try:
         if once:
             query.awaitTermination()

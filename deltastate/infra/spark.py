@@ -9,8 +9,7 @@ import sys
 from deltastate.config import Settings
 from deltastate.infra.jars import ensure_jars, spark_jars
 from deltastate.infra.udaf import udaf_jar
-
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+from deltastate.stores.state import DEFAULT_STATE
 
 
 def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
@@ -23,10 +22,9 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        # Changelog checkpointing uploads only the changed keys per batch, not RocksDB snapshots.
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.rocksdb.compression": "lz4",
+        # Session defaults for stateful work outside a store's query; a store's query starts with
+        # its own `state:` settings (stores/state.py).
+        **{key: value for key, value in DEFAULT_STATE.spark_conf().items() if value is not None},
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -27,9 +27,8 @@ from deltastate.engine.lineage import LINEAGE_FILE, Lineage
 from deltastate.engine.plan import QUERY
 from deltastate.errors import CheckpointMismatchError
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.state import PROVIDER_KEY
 
-# Query folders of deltastate's earlier key-value engine (one intake and one changelog query).
-TWO_QUERY_FOLDERS = ("intake", "changelog")
 CLEANUP_PREFIX = "deltastate-cleanup/"
 
 
@@ -120,6 +119,28 @@ def _check_query(store: str, folder: Path, newest_in_table: int | None, table: s
                              f"folder {folder / 'state' / '0'} is missing or empty")
 
 
+def checkpoint_state_provider(query_checkpoint: str) -> str | None:
+    """The state store provider class a query's offset log pins (None before its first batch).
+    Spark restores it from the log on restart, whatever the session says."""
+    folder = Path(query_checkpoint) / "offsets"
+    batches = _batch_ids(folder)
+    if not batches:
+        return None
+    lines = (folder / str(batches[-1])).read_text().splitlines()
+    conf = json.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
+    return conf.get(PROVIDER_KEY)
+
+
+def _check_provider(store: StoreDefinition, folder: Path) -> None:
+    pinned = checkpoint_state_provider(str(folder))
+    if pinned is not None and pinned != store.state.provider_class:
+        raise CheckpointMismatchError(
+            f"store {store.name!r}: state.provider {store.state.provider!r} ({store.state.provider_class}) differs "
+            f"from the provider its checkpoint {folder} was started with ({pinned}); a running store keeps its "
+            f"provider. Change it back, or rebuild the checkpoint with the new provider from the changelog: "
+            f"`deltastate restore {store.name}`")
+
+
 def _state_present(state: Path) -> bool:
     shards = [p for p in state.iterdir() if p.name.isdigit()] if state.is_dir() else []
     return bool(shards) and all(any(f.is_file() for f in shard.rglob("*")) for shard in shards)
@@ -169,15 +190,11 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
         qid, e = max(newer.items(), key=lambda item: item[1])
         raise _refuse(store.name, f"checkpoint {checkpoint} (lineage {lineage_id}, epoch {epoch}) is superseded: "
                                   f"the changelog holds epoch {e} from lineage {qid}")
-    two_query = [name for name in TWO_QUERY_FOLDERS if query_started(str(checkpoint / name))]
-    if two_query:
-        raise CheckpointMismatchError(
-            f"store {store.name!r}: checkpoint {checkpoint} holds the {' and '.join(two_query)} queries of "
-            "deltastate's earlier two-query engine, which this engine cannot continue; replay the topic into "
-            "a new storage root (DELTASTATE_STORAGE)")
     lineage = Lineage(store.name, lineage_id, epoch, str(checkpoint))
     newest = [b for table, path in paths.items()
               if (b := _newest_batch(spark, path, lineage.app_id(table), lineage_id)) is not None]
     # Key-value state lives in Spark's state store; window and session state is in the changelog.
     _check_query(store.name, checkpoint / QUERY, max(newest, default=None), f"{CHANGELOG}/{INTAKE}",
                  stateful=not is_windowed(store))
+    if not is_windowed(store):
+        _check_provider(store, checkpoint / QUERY)

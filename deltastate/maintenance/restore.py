@@ -29,10 +29,9 @@ from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
 from deltastate.engine.lineage import load_or_create
 from deltastate.engine.resume import ResumePlan, save_plan
-from deltastate.errors import CheckpointMismatchError
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
-from deltastate.orchestration.lock import claim_checkpoint
+from deltastate.engine.writer_lock import claim_checkpoint
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -113,33 +112,6 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
         state.unpersist()
 
 
-def engine_lineages_without_counts(spark: SparkSession, settings: Settings, store: StoreDefinition) -> set[str]:
-    """Lineages whose audit rows lack partition counts: a key-value store written by deltastate's
-    earlier two-query engine, whose audit and changelog batch ids do not match."""
-    path = settings.table_path(store.name, INTAKE)
-    if is_windowed(store) or not table_exists(spark, path):
-        return set()
-    df = spark.read.format("delta").load(path)
-    if "partition_counts" not in df.columns:
-        return {r["query_id"] for r in df.select("query_id").distinct().collect()}
-    return {r["query_id"] for r in df.where(F.col("partition_counts").isNull()).select("query_id").distinct().collect()}
-
-
-def _refuse_two_query_lineage(spark: SparkSession, settings: Settings, store: StoreDefinition,
-                              old: set[str]) -> None:
-    """The newest audited lineage decides where the new checkpoint resumes; one of the earlier engine
-    had its intake run apart from its changelog, so its offsets say nothing exact about the state."""
-    if not old:
-        return
-    newest = (spark.read.format("delta").load(settings.table_path(store.name, INTAKE))
-              .agg(F.max_by("query_id", "write_time").alias("query_id")).first())
-    if newest is not None and newest["query_id"] in old:
-        raise CheckpointMismatchError(
-            f"store {store.name!r}: its newest lineage {newest['query_id']} was written by deltastate's earlier "
-            "two-query engine (its audit rows have no partition counts), which restore cannot resume exactly; "
-            "replay the topic into a new storage root (DELTASTATE_STORAGE) instead")
-
-
 def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition,
                              keep: set[str] | None = None) -> int:
     """Changelog rows of micro-batches whose audit row never landed (lineages in keep excepted)."""
@@ -171,14 +143,12 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     store = load_store(settings, store_name)
     spark = spark or get_spark(settings, f"deltastate-restore-{store_name}")
     ensure_tables(spark, settings, store)
-    old = engine_lineages_without_counts(spark, settings, store)
-    _refuse_two_query_lineage(spark, settings, store, old)
     moved = _move_aside(settings.checkpoint_path(store.name))
     version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
     mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
     orphans = drop_orphan_dead_letters(spark, settings, store)
-    orphans += drop_unaudited_changelog(spark, settings, store, keep=old)
+    orphans += drop_unaudited_changelog(spark, settings, store)
     version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
     offsets = audit_offsets(spark, settings, store)
     lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch

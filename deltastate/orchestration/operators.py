@@ -1,9 +1,9 @@
 """DeltastateSparkOperator: one deltastate action on Spark, submitted with the Spark provider.
 
-The operator builds deltastate's spark-submit (local jar paths, never --packages), runs
-deltastate/orchestration/sparkjob.py as the driver, streams the driver's output into the task log,
+The operator builds deltastate's spark-submit (local jar paths, never --packages), runs the
+deltastate CLI's `job` command as the driver (deltastate/cli/__main__.py), streams the driver's output into the task log,
 and returns the driver's figures as XCom. A run of a store takes the checkpoint's writer lock in
-the driver (deltastate.orchestration.lock), so a retry can never add a second writer.
+the driver (deltastate.engine.writer_lock), so a retry can never add a second writer.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from deltastate.errors import DeltastateError
 from deltastate.orchestration.hooks import DEFAULT_CONN_ID
 
-SPARK_JOB = Path(__file__).with_name("sparkjob.py")
+SPARK_JOB = Path(__file__).parents[1] / "cli" / "__main__.py"
 # "submit" (default): spark-submit through the Spark provider, to the connection's master.
 # "inline": the action runs in the task's own process on its Spark session (a warm local session
 # for dag.test() runs in tests and notebooks; the worker then is the Spark driver).
@@ -63,7 +63,7 @@ class DeltastateSparkOperator(BaseOperator):
         self._hook = None
 
     def _args(self, report: Path) -> list[str]:
-        args = [self.action, self.store, "--report", str(report)]
+        args = ["job", self.action, self.store, "--report", str(report)]
         if self.topic not in (None, "", "None"):
             args += ["--topic", str(self.topic)]
         if self.max_offsets_per_trigger not in (None, "", "None"):
@@ -97,7 +97,7 @@ class DeltastateSparkOperator(BaseOperator):
         return figures
 
     def _execute_inline(self, settings) -> dict[str, Any]:
-        from deltastate.orchestration.sparkjob import perform
+        from deltastate.orchestration.actions import perform
 
         self.log.info("running %s for store %s in this process (%s=inline)", self.action, self.store, DEPLOY_ENV)
         topic = None if self.topic in (None, "", "None") else str(self.topic)

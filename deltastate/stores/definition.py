@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltastate.stores.state import StateSettings
+
 STORE_TYPES = ("key_value", "window", "session")
 FOLD_OPS = ("count", "sum", "min", "max", "last", "avg")
 # avg is sum/count, kept as two partials; only the window and session engine computes it.
@@ -105,7 +107,7 @@ class StoreDefinition:
     event_time_field: str
     tombstone: str
     changelog: ChangelogOptions
-    rocksdb: dict[str, Any]
+    state: StateSettings
     leaderboard_default_by: str | None
     ttl_ms: int | None = None
     window: WindowSpec | None = None

@@ -104,7 +104,7 @@ def test_count_with_a_field_is_refused(make_settings, tmp_path):
     bad = dict(PAGE_VIEWS, aggregations=dict(PAGE_VIEWS["aggregations"], views={"op": "count", "field": "nope"}))
     (schemas / "stores" / "page_views.yaml").write_text(yaml.safe_dump(bad))
     settings = dataclasses.replace(make_settings(), schemas_dir=schemas)
-    with pytest.raises(StoreDefinitionError, match=r"'views': count reads no field \(got field 'nope'\)"):
+    with pytest.raises(StoreDefinitionError, match=r"aggregations\.views: count reads no field \(got field 'nope'\)"):
         load_store(settings, "page_views")
 
 

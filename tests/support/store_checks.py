@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
-from support.reference import VALUE_FIELDS, Expected, Record, ReferenceTopic
 
 from deltastate.config import Settings
 from deltastate.engine.runner import RunResult
@@ -17,6 +16,7 @@ from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot
+from support.reference import VALUE_FIELDS, Expected, Record, ReferenceTopic
 
 STORE = "player_stats"
 PARTITIONS = 4

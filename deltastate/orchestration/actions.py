@@ -1,25 +1,13 @@
-"""The driver program spark-submit runs for every Spark task of the DAGs (local[*] or a cluster).
-
-    spark-submit .../deltastate/orchestration/sparkjob.py ACTION STORE --report FILE [--topic T]
-
-ACTION is run | compact | cleanup | restore | publish. The driver does the work through the same
-deltastate functions the CLI and the tests call, prints its figures (they land in the Airflow task
-log, which streams spark-submit's output), and writes them as one JSON object to FILE so the
-operator can push them as XCom. A failed action exits non-zero after writing {"error": ...} (and,
-for a blocked publish, the validation report) to FILE.
-"""
+"""The actions an Airflow task runs on Spark for one store (run | compact | cleanup | restore |
+publish), through the same deltastate functions the CLI and the tests call. `deltastate job`
+runs one in a spark-submit driver; the operator's inline mode runs one in the task's process."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import time
-import traceback
-from pathlib import Path
 from typing import Any
 
-from deltastate.config import Settings, load_settings
+from deltastate.config import Settings
 
 ACTIONS = ("run", "compact", "cleanup", "restore", "publish")
 ALL_STORES = "*"
@@ -45,7 +33,7 @@ class _ProgressPrinter:
         self._say("end", args[0] if len(args) == 1 and not kwargs else {"args": args, **kwargs})
 
 
-def _as_dict(report: Any) -> dict[str, Any]:
+def as_dict(report: Any) -> dict[str, Any]:
     return report.to_dict() if hasattr(report, "to_dict") else dict(report)
 
 
@@ -68,55 +56,19 @@ def perform(settings: Settings, action: str, store: str, topic: str | None = Non
     if action == "compact":
         from deltastate.maintenance.compact import compact_store
 
-        return _as_dict(compact_store(settings, store, spark=get_spark(settings, f"deltastate-compact-{store}")))
+        return as_dict(compact_store(settings, store, spark=get_spark(settings, f"deltastate-compact-{store}")))
     if action == "cleanup":
         from deltastate.maintenance.cleanup import cleanup_store
 
-        return _as_dict(cleanup_store(settings, store, spark=get_spark(settings, f"deltastate-cleanup-{store}"),
+        return as_dict(cleanup_store(settings, store, spark=get_spark(settings, f"deltastate-cleanup-{store}"),
                                      topic=topic))
     if action == "restore":
         from deltastate.maintenance.restore import restore_store
 
-        return _as_dict(restore_store(settings, store, listener=_ProgressPrinter(store)))
+        return as_dict(restore_store(settings, store, listener=_ProgressPrinter(store)))
     if action == "publish":
         from deltastate.quality.gate import gated_publish
 
         stores = None if store == ALL_STORES else [store]
         return gated_publish(get_spark(settings, "deltastate-publish"), settings, stores).to_dict()
     raise ValueError(f"unknown action {action!r}; known: {', '.join(ACTIONS)}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sparkjob")
-    parser.add_argument("action", choices=ACTIONS)
-    parser.add_argument("store")
-    parser.add_argument("--report", required=True)
-    parser.add_argument("--topic", default=None)
-    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
-    args = parser.parse_args(argv)
-    report_file = Path(args.report)
-    started = time.monotonic()
-    settings = load_settings()
-    try:
-        figures = perform(settings, args.action, args.store, args.topic, args.max_offsets_per_trigger)
-        code = 0
-    except Exception as exc:  # the report carries the failure to the operator, then we exit non-zero
-        traceback.print_exc()
-        figures = {"error": f"{type(exc).__name__}: {exc}"}
-        detail = getattr(exc, "report", None)
-        if detail is not None:
-            figures["validation"] = _as_dict(detail)
-        code = 1
-    figures = {"action": args.action, "store": args.store, "driver_seconds": round(time.monotonic() - started, 3),
-               **figures}
-    text = json.dumps(figures, default=str, sort_keys=True)
-    print(f"deltastate {args.action} {args.store}: {text}", flush=True)
-    report_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = report_file.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(report_file)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The shape of a store definition file (schemas/stores/NAME.yaml) as strict pydantic models.
+
+Every key is declared: an unknown or misplaced key (a misspelt `retenion:`), a wrong type or a value
+outside what is allowed is refused, never replaced by a default. Rules that relate several keys of the
+file to each other (advance <= size, retention >= size + grace, which blocks a store type takes) live
+here too; rules that need the event and value schemas live in loader.py.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from deltastate.stores.definition import FOLD_OPS, STORE_TYPES
+from deltastate.stores.durations import parse_duration_ms
+from deltastate.stores.state import StateSettings
+
+
+def _duration(value: object) -> int:
+    if value is None:
+        raise ValueError("a duration is required (e.g. 500ms, 5s, 30min, 6h, 7d)")
+    return parse_duration_ms(value)  # type: ignore[arg-type]
+
+
+DurationMs = Annotated[int, BeforeValidator(_duration)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SourceModel(Strict):
+    topic: str = Field(min_length=1)
+    partitions: int = Field(4, ge=1, le=10_000)
+    key_field: str = Field(min_length=1)
+    event_schema: str = Field(min_length=1)
+
+
+class ValueModel(Strict):
+    schema_name: str = Field(alias="schema", min_length=1)
+
+
+class AggregationModel(Strict):
+    op: Literal[FOLD_OPS]  # type: ignore[valid-type]
+    field: str | None = None
+
+    @model_validator(mode="after")
+    def _field_matches_op(self) -> AggregationModel:
+        if self.op == "count" and self.field is not None:
+            raise ValueError(f"count reads no field (got field {self.field!r})")
+        if self.op != "count" and self.field is None:
+            raise ValueError(f"{self.op} needs an event field: {{op: {self.op}, field: NAME}}")
+        return self
+
+
+class FieldTombstoneModel(Strict):
+    """A record whose `field` equals `equals` deletes its key (a null value still deletes too)."""
+
+    field: str = Field(min_length=1)
+    equals: str
+    null_value: bool = True
+
+
+class LeaderboardModel(Strict):
+    default_by: str | None = None
+
+
+class ChangelogModel(Strict):
+    """Named after their Kafka topic-config equivalents."""
+
+    min_compaction_lag: DurationMs = 0
+    min_cleanable_dirty_ratio: float = Field(0.5, ge=0.0, le=1.0)
+    delete_retention: DurationMs = 86_400_000
+
+
+class WindowModel(Strict):
+    size: DurationMs = Field(gt=0)
+    advance: DurationMs | None = Field(None, gt=0)
+    grace: DurationMs = 0
+    retention: DurationMs = 86_400_000
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WindowModel:
+        advance = self.size if self.advance is None else self.advance
+        if advance > self.size or self.size % advance:
+            raise ValueError(f"advance ({advance} ms) must divide size ({self.size} ms)")
+        if self.retention < self.size + self.grace:
+            raise ValueError(f"retention ({self.retention} ms) must be at least size + grace "
+                             f"({self.size + self.grace} ms), as in Kafka Streams")
+        return self
+
+
+class SessionModel(Strict):
+    gap: DurationMs = Field(gt=0)
+    grace: DurationMs = 0
+    retention: DurationMs = 86_400_000
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SessionModel:
+        if self.retention < self.gap + self.grace:
+            raise ValueError(f"retention ({self.retention} ms) must be at least gap + grace "
+                             f"({self.gap + self.grace} ms), as in Kafka Streams")
+        return self
+
+
+class StoreFileModel(Strict):
+    name: str | None = None
+    type: Literal[STORE_TYPES]  # type: ignore[valid-type]
+    description: str = ""
+    source: SourceModel
+    value: ValueModel
+    aggregations: dict[str, AggregationModel] = Field(min_length=1)
+    event_time_field: str = "ts"
+    tombstone: Literal["null_value"] | FieldTombstoneModel = "null_value"
+    leaderboard: LeaderboardModel = LeaderboardModel()
+    changelog: ChangelogModel = ChangelogModel()
+    state: StateSettings | None = None
+    ttl: DurationMs | None = None
+    window: WindowModel | None = None
+    session: SessionModel | None = None
+
+    @model_validator(mode="after")
+    def _blocks_match_type(self) -> StoreFileModel:
+        wanted = {"key_value": None, "window": "window", "session": "session"}[self.type]
+        for block in ("window", "session"):
+            present = getattr(self, block) is not None
+            if block == wanted and not present:
+                raise ValueError(f"a {self.type} store needs a {block!r} block")
+            if block != wanted and present:
+                raise ValueError(f"a {self.type} store takes no {block!r} block")
+        if self.type != "key_value":
+            if self.state is not None:
+                raise ValueError("'state' applies to key_value stores only: window and session stores keep "
+                                 "their state in the changelog, not in a Spark state store")
+            if self.ttl is not None:
+                raise ValueError("'ttl' applies to key_value stores only: window and session stores expire "
+                                 "by their retention")
+        if isinstance(self.tombstone, FieldTombstoneModel) and self.type == "key_value":
+            raise ValueError("a field tombstone rule is only available to window and session stores")
+        return self

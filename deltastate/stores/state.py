@@ -1,0 +1,144 @@
+"""A key-value store's `state:` block: which Spark state store provider keeps its state, and the
+RocksDB options of that provider, as Spark's own configuration keys.
+
+Spark copies the session's configuration into a streaming query when the query starts, so settings
+applied to the session right before `start()` belong to that query alone; `applied_to` sets them for
+the start and puts the session back afterwards, so two stores in one process keep their own.
+A query restarted from a checkpoint takes its provider from the checkpoint's offset log, so the
+provider of a running store cannot change (loader and engine refuse it with the reason); RocksDB
+options may change between runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+PROVIDERS = {
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "memory": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+}
+ROCKSDB_PREFIX = "spark.sql.streaming.stateStore.rocksdb."
+COMPRESSION_CODECS = ("none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "xpress", "zstd")
+
+
+class RocksDBOptions(BaseModel):
+    """The RocksDB options Spark exposes (spark.sql.streaming.stateStore.rocksdb.*), in snake case.
+    Unset options take Spark's default, except the two below whose defaults suit changelogs:
+    changelog checkpointing (a batch uploads its changed keys, not a RocksDB snapshot) and lz4."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    changelog_checkpointing: bool = True
+    compression: Literal[COMPRESSION_CODECS] = "lz4"  # type: ignore[valid-type]
+    format_version: int | None = Field(None, ge=1, le=6)
+    block_size_kb: int | None = Field(None, ge=1)
+    block_cache_size_mb: int | None = Field(None, ge=1)
+    write_buffer_size_mb: int | None = Field(None, ge=1)
+    max_write_buffer_number: int | None = Field(None, ge=1)
+    bounded_memory_usage: bool | None = None
+    max_memory_usage_mb: int | None = Field(None, ge=1)
+    write_buffer_cache_ratio: float | None = Field(None, gt=0.0, lt=1.0)
+    high_priority_pool_ratio: float | None = Field(None, ge=0.0, lt=1.0)
+    compact_on_commit: bool | None = None
+    track_total_number_of_rows: bool | None = None
+    max_open_files: int | None = Field(None, ge=-1)
+
+    @model_validator(mode="after")
+    def _memory_limit_needs_bound(self) -> RocksDBOptions:
+        if self.max_memory_usage_mb is not None and not self.bounded_memory_usage:
+            raise ValueError("max_memory_usage_mb takes effect only with bounded_memory_usage: true")
+        return self
+
+
+# snake-case option -> Spark's key suffix; one table so that the names a user writes and the
+# keys Spark reads cannot drift apart.
+SPARK_NAMES = {
+    "changelog_checkpointing": "changelogCheckpointing.enabled",
+    "compression": "compression",
+    "format_version": "formatVersion",
+    "block_size_kb": "blockSizeKB",
+    "block_cache_size_mb": "blockCacheSizeMB",
+    "write_buffer_size_mb": "writeBufferSizeMB",
+    "max_write_buffer_number": "maxWriteBufferNumber",
+    "bounded_memory_usage": "boundedMemoryUsage",
+    "max_memory_usage_mb": "maxMemoryUsageMB",
+    "write_buffer_cache_ratio": "writeBufferCacheRatio",
+    "high_priority_pool_ratio": "highPriorityPoolRatio",
+    "compact_on_commit": "compactOnCommit",
+    "track_total_number_of_rows": "trackTotalNumberOfRows",
+    "max_open_files": "maxOpenFiles",
+}
+assert set(SPARK_NAMES) == set(RocksDBOptions.model_fields)
+
+
+class StateSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Literal[tuple(PROVIDERS)] = "rocksdb"  # type: ignore[valid-type]
+    rocksdb: RocksDBOptions | None = None
+
+    @model_validator(mode="after")
+    def _options_match_provider(self) -> StateSettings:
+        if self.provider != "rocksdb" and self.rocksdb is not None:
+            raise ValueError(f"'rocksdb' options apply to provider rocksdb only (provider is {self.provider!r})")
+        return self
+
+    @property
+    def provider_class(self) -> str:
+        return PROVIDERS[self.provider]
+
+    def spark_conf(self) -> dict[str, str | None]:
+        """Every state key deltastate manages -> its value for this store, None for Spark's default."""
+        conf: dict[str, str | None] = {PROVIDER_KEY: self.provider_class}
+        options = self.rocksdb if self.rocksdb is not None else RocksDBOptions()
+        for name, suffix in SPARK_NAMES.items():
+            value = getattr(options, name) if self.provider == "rocksdb" else None
+            conf[ROCKSDB_PREFIX + suffix] = None if value is None else _spark_text(value)
+        return conf
+
+
+def _spark_text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+DEFAULT_STATE = StateSettings()
+_START_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def applied_to(spark, settings: StateSettings) -> Iterator[None]:
+    """Sets the store's state keys on the session for the duration of a query start, then restores
+    the session's own values. Starts are serialised so two stores never see each other's keys."""
+    with _START_LOCK:
+        previous = {key: spark.conf.get(key, None) for key in settings.spark_conf()}
+        try:
+            for key, value in settings.spark_conf().items():
+                _set(spark, key, value)
+            yield
+        finally:
+            for key, value in previous.items():
+                _set(spark, key, value)
+
+
+def _set(spark, key: str, value: str | None) -> None:
+    if value is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, value)
+
+
+def query_state_conf(query, settings: StateSettings) -> dict[str, str | None]:
+    """The state keys as the started query sees them, read from the session copy Spark took at start
+    (StreamExecution.sparkSessionForStream; the query's public sparkSession is the caller's)."""
+    session_conf = query._jsq.streamingQuery().sparkSessionForStream().conf()
+    return {key: _option(session_conf.getOption(key)) for key in settings.spark_conf()}
+
+
+def _option(java_option) -> str | None:
+    return java_option.get() if java_option.isDefined() else None
