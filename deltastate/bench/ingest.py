@@ -117,7 +117,7 @@ def _timed_run(settings: Settings, store_name: str, events: int, keys: int, seed
                max_offsets_per_trigger: int | None):
     """One bench run on its own topic and storage root: (produced, create s, run s, RunResult)."""
     from deltastate.changelog.tables import ensure_tables
-    from deltastate.engine.runner import run_store
+    from deltastate.engine import run_store
     from deltastate.infra.spark import get_spark
     from deltastate.ingest.producer import ensure_topic, produce_records
     from deltastate.stores import load_store

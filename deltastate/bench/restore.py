@@ -74,7 +74,7 @@ def build_changelog(spark, settings: Settings, store, keys: int, updates: int) -
         (gen * keys + key_no).alias("source_offset"),  # increasing per partition, like Kafka offsets
         F.lit(0).cast("int").alias("epoch"),
         (gen * layout.BATCHES_PER_SEGMENT).alias("batch_id"),
-        F.lit(lineage).alias("query_id"),
+        F.lit(lineage).alias("lineage_id"),
         F.timestamp_millis(ts).alias("event_time"), F.current_timestamp().alias("write_time"),
         gen.alias(layout.SEGMENT),  # layout.segment_of(0, gen * BATCHES_PER_SEGMENT) == gen
     )

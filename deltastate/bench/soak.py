@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deltastate.config import PROJECT_ROOT, Settings
-from deltastate.engine.plan import QUERY
+from deltastate.engine.common.source import QUERY
 from deltastate.errors import DeltastateError
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.producer import ensure_topic, produce_records
@@ -236,7 +236,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
     """The trials, the catch-up run (in this process, on `spark`) and the checks. Returns the result
     and the produced records in order, for callers that hold their own reference."""
     from deltastate.changelog.reader import latest_state
-    from deltastate.engine.runner import run_store
+    from deltastate.engine import run_store
     from deltastate.stores import load_store
 
     began = time.monotonic()

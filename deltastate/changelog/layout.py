@@ -42,7 +42,7 @@ BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
     ("source_offset", "bigint"),
     ("epoch", "int"),
     ("batch_id", "bigint"),
-    ("query_id", "string"),
+    ("lineage_id", "string"),
     ("event_time", "timestamp"),
     ("write_time", "timestamp"),
     (SEGMENT, "bigint"),
@@ -58,12 +58,12 @@ DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("value", "binary"),
     ("value_size", "int"),
     ("batch_id", "bigint"),
-    ("query_id", "string"),
+    ("lineage_id", "string"),
     ("write_time", "timestamp"),
 )
 
 INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("query_id", "string"),
+    ("lineage_id", "string"),
     ("batch_id", "bigint"),
     ("records_in", "bigint"),
     ("applied", "bigint"),
@@ -84,7 +84,7 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     # JSON of what the lineage's writer carried into the batch: key-value stores {"counts": {partition:
     # [records_in, applied, dead_lettered, tombstones]}, "hi": {partition: highest offset read}} summed
     # over the lineage's earlier batches; window and session stores {"stream_times": {partition: ms}}.
-    # A run starts from its lineage's newest row (engine/audit.py, engine/stream_time.py) instead of
+    # A run starts from its lineage's newest row (engine/keyvalue/audit.py, engine/windowed/stream_time.py) instead of
     # summing the history. Added later still; older rows read null and make the start scan instead.
     ("totals_before", "string"),
 )

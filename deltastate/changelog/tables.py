@@ -21,6 +21,7 @@ from deltastate.changelog.layout import (
     SEGMENT,
     changelog_columns,
 )
+from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.errors import StoreDefinitionError
 from deltastate.stores import compat
@@ -67,8 +68,6 @@ def append_counted(df: DataFrame, path: str, app_id: str, batch_id: int, counts:
     """append_once, returning the named counts over the rows (count_if columns, say). Observed while
     the rows are written, so df is computed once and need not be cached; when Delta already holds the
     batch (a replay) they are counted from df instead, as nothing runs the write's plan."""
-    from deltastate.changelog.txn_log import txn_versions  # txn_log reads tables through this module
-
     held = txn_versions(df.sparkSession, path)
     if held is None or held.get(app_id, -1) >= batch_id:
         row = df.agg(*[c.alias(n) for n, c in counts.items()]).first()

@@ -3,15 +3,14 @@
 Every append of the stream is idempotent: txnAppId is the lineage's app id for the table and
 txnVersion the micro-batch id, and Delta keeps each app id's newest version in the log. So "which
 batch did this lineage write last" is a log lookup, whatever the length of the history, and only
-that batch's rows need reading (their files are found by query_id/batch_id statistics).
+that batch's rows need reading (their files are found by lineage_id/batch_id statistics).
 """
 
 from __future__ import annotations
 
+from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
-
-from deltastate.changelog.tables import table_exists
 
 # Delta drops an idempotent writer's txn entry after this long when a table sets it; deltastate's
 # tables do not, so the log keeps every lineage's newest batch for good.
@@ -20,7 +19,7 @@ TXN_RETENTION = "delta.setTransactionRetentionDuration"
 
 def log_snapshot(spark: SparkSession, path: str):
     """The table's latest Delta snapshot (a JVM object), or None when there is no table."""
-    if not table_exists(spark, path):
+    if not DeltaTable.isDeltaTable(spark, path):
         return None
     return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTableWithSnapshot(spark._jsparkSession, path)._2()
 
@@ -60,7 +59,7 @@ def newest_lineage_row(spark: SparkSession, path: str, app_id: str, lineage_id: 
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise UnknownFromLog(f"{path} has no column(s) {missing}")
-    rows = (table.where((F.col("query_id") == F.lit(lineage_id)) & (F.col("batch_id") == F.lit(batch_id)))
+    rows = (table.where((F.col("lineage_id") == F.lit(lineage_id)) & (F.col("batch_id") == F.lit(batch_id)))
             .select(*columns).collect())
     if len(rows) != 1:
         raise UnknownFromLog(f"{path} holds {len(rows)} rows of lineage {lineage_id} batch {batch_id}")

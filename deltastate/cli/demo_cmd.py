@@ -24,7 +24,7 @@ def _step(text: str) -> None:
 @click.option("--tombstones", default=0.01, show_default=True, help="Fraction of records that delete a player.")
 def demo(events: int, players: int, seed: int, tombstones: float) -> None:
     """Run the leaderboard demo from scratch on a local broker, Spark, Delta and DuckDB."""
-    from deltastate.engine.runner import run_store
+    from deltastate.engine import run_store
     from deltastate.infra.broker import LocalBroker
     from deltastate.infra.spark import get_spark
     from deltastate.ingest.generators import leaderboard_records
@@ -47,7 +47,7 @@ def demo(events: int, players: int, seed: int, tombstones: float) -> None:
 
     _step("running player_stats once over the backlog (Spark Structured Streaming -> Delta changelog)")
     result = run_store(settings, "player_stats", once=True,
-                       listener=lambda r: click.echo(f"    {r.query:<9} batch {r.batch_id}: {r.records:,} records {r.detail}"))
+                       listener=lambda r: click.echo(f"    {r.describe()}"))
     click.echo(f"    {result.records_in:,} in = {result.applied:,} applied + {result.dead_lettered:,} dead-lettered; "
                f"{result.changelog_records:,} changelog records in {result.seconds:.1f} s")
 

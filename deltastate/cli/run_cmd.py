@@ -5,12 +5,11 @@ from __future__ import annotations
 import click
 
 from deltastate.config import load_settings
-from deltastate.engine.writer import BatchReport
+from deltastate.engine import BatchReport
 
 
 def _print_batch(report: BatchReport) -> None:
-    detail = ", ".join(f"{k}={v}" for k, v in sorted(report.detail.items()))
-    click.echo(f"  {report.query:<9} batch {report.batch_id:>5}: {report.records:>9,} records ({detail})")
+    click.echo(f"  {report.describe()}")
 
 
 @click.command()
@@ -23,7 +22,7 @@ def _print_batch(report: BatchReport) -> None:
 @click.option("--quiet", is_flag=True, help="No per-batch lines.")
 def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
-    from deltastate.engine.runner import run_store
+    from deltastate.engine import run_store
     from deltastate.stores.durations import parse_duration_ms
 
     settings = load_settings()

@@ -131,7 +131,7 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
 
     Filter on `reason` only over a cached or streamed-through frame: a filter placed straight on
     this plan is pushed below its projections and repeats the JSON parses once per reference
-    (engine.audit.reread_dead_letters caches first, for that reason)."""
+    (engine.keyvalue.audit.reread_dead_letters caches first, for that reason)."""
     props = store.source.properties
     required = set(store.source.required)
     key_field = store.key_field

@@ -135,7 +135,7 @@ def _optimize_side_tables(spark: SparkSession, settings: Settings, store: StoreD
     Their rows are never rewritten (a batch's audit row and dead letters are the record of what it
     read), only bin-packed with dataChange=false. OPTIMIZE reads nothing the stream writes and the
     stream's idempotent appends are blind, so neither conflicts with the other. Reads of one batch's
-    rows (the run-start ledger, engine/audit.py) find them by query_id/batch_id statistics either way."""
+    rows (the run-start ledger, engine/keyvalue/audit.py) find them by lineage_id/batch_id statistics either way."""
     from delta.tables import DeltaTable
 
     from deltastate.changelog.layout import DEADLETTER, INTAKE
@@ -206,8 +206,8 @@ def _newest_audited(spark: SparkSession, settings: Settings, store: StoreDefinit
     path = settings.table_path(store.name, INTAKE)
     if not table_exists(spark, path):
         return {}
-    rows = spark.read.format("delta").load(path).groupBy("query_id").agg(F.max("batch_id").alias("b")).collect()
-    return {r["query_id"]: int(r["b"]) for r in rows if r["query_id"] is not None}
+    rows = spark.read.format("delta").load(path).groupBy("lineage_id").agg(F.max("batch_id").alias("b")).collect()
+    return {r["lineage_id"]: int(r["b"]) for r in rows if r["lineage_id"] is not None}
 
 
 def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: int,
@@ -230,7 +230,7 @@ def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: 
     pending = F.lit(False)
     if audited:
         newest_audited = F.create_map(*[F.lit(x) for q, b in sorted(audited.items()) for x in (q, b)])
-        pending = F.coalesce(F.col("batch_id") > F.try_element_at(newest_audited, F.col("query_id")), F.lit(False))
+        pending = F.coalesce(F.col("batch_id") > F.try_element_at(newest_audited, F.col("lineage_id")), F.lit(False))
     flagged = (table
                .withColumn("_pending", pending)
                .withColumn("_in_cleanable", F.coalesce(cleanable, F.lit(False)) & ~F.col("_pending"))

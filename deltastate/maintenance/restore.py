@@ -27,11 +27,11 @@ from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_window
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
-from deltastate.engine.lineage import load_or_create
-from deltastate.engine.resume import ResumePlan, save_plan
+from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.common.resume import ResumePlan, save_plan
+from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
-from deltastate.engine.writer_lock import claim_checkpoint
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -82,12 +82,12 @@ def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: Sto
     dead_path, intake_path = settings.table_path(store.name, DEADLETTER), settings.table_path(store.name, INTAKE)
     if not (table_exists(spark, dead_path) and table_exists(spark, intake_path)):
         return 0
-    audited = spark.read.format("delta").load(intake_path).select("query_id", "batch_id").distinct()
-    orphans = (spark.read.format("delta").load(dead_path).join(audited, ["query_id", "batch_id"], "left_anti")
-               .groupBy("query_id", "batch_id").count().collect())
+    audited = spark.read.format("delta").load(intake_path).select("lineage_id", "batch_id").distinct()
+    orphans = (spark.read.format("delta").load(dead_path).join(audited, ["lineage_id", "batch_id"], "left_anti")
+               .groupBy("lineage_id", "batch_id").count().collect())
     if not orphans:
         return 0
-    cond = " OR ".join(f"(query_id = '{r['query_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
+    cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
     DeltaTable.forPath(spark, dead_path).delete(cond)
     return sum(int(r["count"]) for r in orphans)
 
@@ -118,16 +118,16 @@ def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: Sto
     log_path, intake_path = settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE)
     if not (table_exists(spark, log_path) and table_exists(spark, intake_path)):
         return 0
-    audited = spark.read.format("delta").load(intake_path).select("query_id", "batch_id").distinct()
-    from deltastate.maintenance.retention import QUERY_ID
+    audited = spark.read.format("delta").load(intake_path).select("lineage_id", "batch_id").distinct()
+    from deltastate.maintenance.retention import CLEANUP_LINEAGE_ID
 
-    cleanup_ids = list(set(QUERY_ID.values()))  # cleanup's tombstones have no audit rows, by design
-    orphans = (spark.read.format("delta").load(log_path).where(~F.col("query_id").isin([*cleanup_ids, *(keep or ())]))
-               .join(audited, ["query_id", "batch_id"], "left_anti")
-               .groupBy("query_id", "batch_id").count().collect())
+    cleanup_ids = list(set(CLEANUP_LINEAGE_ID.values()))  # cleanup's tombstones have no audit rows, by design
+    orphans = (spark.read.format("delta").load(log_path).where(~F.col("lineage_id").isin([*cleanup_ids, *(keep or ())]))
+               .join(audited, ["lineage_id", "batch_id"], "left_anti")
+               .groupBy("lineage_id", "batch_id").count().collect())
     if not orphans:
         return 0
-    cond = " OR ".join(f"(query_id = '{r['query_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
+    cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
     DeltaTable.forPath(spark, log_path).delete(cond)
     return sum(int(r["count"]) for r in orphans)
 

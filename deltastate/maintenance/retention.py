@@ -11,7 +11,7 @@ stream time - retention reaches it).
 A tombstone copies the expired entry's store key, source partition and offset; its value columns
 are null, and it is ordered after every record at the read version: (newest epoch, newest batch id
 + 1). It goes into the newest segment, which compaction never rewrites, so the append does not
-conflict with compaction. query_id names cleanup. Reruns are idempotent: an expired entry has a
+conflict with compaction. lineage_id names cleanup. Reruns are idempotent: an expired entry has a
 tombstone as its latest record and is no longer state; two cleanups of the same version are one
 append (Delta's idempotent write, txnAppId per store, txnVersion = the read version).
 """
@@ -28,7 +28,7 @@ from deltastate.stores.definition import StoreDefinition
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-QUERY_ID = {"window": "deltastate-cleanup/window-retention", "session": "deltastate-cleanup/session-expiry"}
+CLEANUP_LINEAGE_ID = {"window": "deltastate-cleanup/window-retention", "session": "deltastate-cleanup/session-expiry"}
 
 
 def retention_of(store: StoreDefinition) -> tuple[int, int]:
@@ -97,7 +97,7 @@ def _tombstone_column(name: str, data_type, store: StoreDefinition, ordering: tu
         layout.OP: F.lit(layout.OP_DELETE),
         "epoch": F.lit(epoch).cast("int"),
         "batch_id": F.lit(batch_id).cast("bigint"),
-        "query_id": F.lit(QUERY_ID[store.type]),
+        "lineage_id": F.lit(CLEANUP_LINEAGE_ID[store.type]),
         "write_time": F.timestamp_millis(F.lit(write_ms)),
         layout.SEGMENT: F.lit(segment).cast("bigint"),
     }

@@ -38,7 +38,7 @@ def as_dict(report: Any) -> dict[str, Any]:
 
 
 def _run(settings: Settings, store: str, topic: str | None, max_offsets: int | None) -> dict[str, Any]:
-    from deltastate.engine.runner import run_store
+    from deltastate.engine import run_store
 
     result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=max_offsets)
     return {"store": store, "records_in": result.records_in, "applied": result.applied,

@@ -3,7 +3,7 @@
 The operator builds deltastate's spark-submit (local jar paths, never --packages), runs the
 deltastate CLI's `job` command as the driver (deltastate/cli/__main__.py), streams the driver's output into the task log,
 and returns the driver's figures as XCom. A run of a store takes the checkpoint's writer lock in
-the driver (deltastate.engine.writer_lock), so a retry can never add a second writer.
+the driver (deltastate.engine.common.writer_lock), so a retry can never add a second writer.
 """
 
 from __future__ import annotations

@@ -31,15 +31,15 @@ def event_time_bounds(now: datetime | None = None) -> dict[str, int]:
 def batch_order_ok(frame: pd.DataFrame) -> pd.Series:
     """Per streaming query, ordered by write time: True where the batch id is not below any batch id
     the query wrote before (a query that went back would have replayed or lost batches)."""
-    ordered = frame.sort_values(["query_id", "write_time", "batch_id"], kind="stable")
-    earlier_max = ordered.groupby("query_id")["batch_id"].cummax().groupby(ordered["query_id"]).shift(1)
+    ordered = frame.sort_values(["lineage_id", "write_time", "batch_id"], kind="stable")
+    earlier_max = ordered.groupby("lineage_id")["batch_id"].cummax().groupby(ordered["lineage_id"]).shift(1)
     ok = earlier_max.isna() | (ordered["batch_id"] >= earlier_max)
     return ok.reindex(frame.index).astype(bool)
 
 
 def changelog_frame(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int) -> pd.DataFrame:
     """The changelog columns the changelog suite checks, at one Delta version, plus _batch_order_ok."""
-    cols = [*store_key_columns(store), OP, "batch_id", "query_id", "write_time"]
+    cols = [*store_key_columns(store), OP, "batch_id", "lineage_id", "write_time"]
     frame = (spark.read.format("delta").option("versionAsOf", version)
              .load(settings.table_path(store.name, CHANGELOG)).select(*cols).toPandas())
     frame["_batch_order_ok"] = batch_order_ok(frame) if len(frame) else []

@@ -102,6 +102,27 @@ class StateSettings(BaseModel):
             conf[ROCKSDB_PREFIX + suffix] = None if value is None else _spark_text(value)
         return conf
 
+    @contextlib.contextmanager
+    def applied_to(self, spark) -> Iterator[None]:
+        """Sets this store's state keys on the session for the duration of a query start, then
+        restores the session's own values. Starts are serialised so two stores never see each
+        other's keys."""
+        with _START_LOCK:
+            previous = {key: spark.conf.get(key, None) for key in self.spark_conf()}
+            try:
+                for key, value in self.spark_conf().items():
+                    _set(spark, key, value)
+                yield
+            finally:
+                for key, value in previous.items():
+                    _set(spark, key, value)
+
+    def started_with(self, query) -> dict[str, str | None]:
+        """The state keys as the started query sees them, read from the session copy Spark took at
+        start (StreamExecution.sparkSessionForStream; the query's public sparkSession is the caller's)."""
+        session_conf = query._jsq.streamingQuery().sparkSessionForStream().conf()
+        return {key: _option(session_conf.getOption(key)) for key in self.spark_conf()}
+
 
 def _spark_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
@@ -111,33 +132,11 @@ DEFAULT_STATE = StateSettings()
 _START_LOCK = threading.Lock()
 
 
-@contextlib.contextmanager
-def applied_to(spark, settings: StateSettings) -> Iterator[None]:
-    """Sets the store's state keys on the session for the duration of a query start, then restores
-    the session's own values. Starts are serialised so two stores never see each other's keys."""
-    with _START_LOCK:
-        previous = {key: spark.conf.get(key, None) for key in settings.spark_conf()}
-        try:
-            for key, value in settings.spark_conf().items():
-                _set(spark, key, value)
-            yield
-        finally:
-            for key, value in previous.items():
-                _set(spark, key, value)
-
-
 def _set(spark, key: str, value: str | None) -> None:
     if value is None:
         spark.conf.unset(key)
     else:
         spark.conf.set(key, value)
-
-
-def query_state_conf(query, settings: StateSettings) -> dict[str, str | None]:
-    """The state keys as the started query sees them, read from the session copy Spark took at start
-    (StreamExecution.sparkSessionForStream; the query's public sparkSession is the caller's)."""
-    session_conf = query._jsq.streamingQuery().sparkSessionForStream().conf()
-    return {key: _option(session_conf.getOption(key)) for key in settings.spark_conf()}
 
 
 def _option(java_option) -> str | None:

@@ -27,9 +27,9 @@ from support.store_checks import (
 
 from deltastate.changelog.layout import INTAKE
 from deltastate.changelog.txn_log import TXN_RETENTION
-from deltastate.engine.audit import load_ledger, scan_ledger
-from deltastate.engine.lineage import load_or_create
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
+from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.keyvalue.audit import load_ledger, scan_ledger
 from deltastate.stores import load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]

@@ -18,7 +18,7 @@ from support.store_checks import (
     published_state,
 )
 
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.errors import CheckpointMismatchError
 from deltastate.maintenance.restore import restore_store
 
@@ -109,7 +109,7 @@ def test_the_check_reads_the_delta_logs_not_the_running_lineages_data(broker: st
     file of the changelog and intake moved away (the logs untouched), it still passes a good
     checkpoint and still refuses a stale one, which only the Delta logs can tell it."""
     from deltastate.changelog.layout import CHANGELOG, INTAKE
-    from deltastate.maintenance.checkpoint import verify_checkpoint
+    from deltastate.engine.common.checkpoint_check import verify_checkpoint
     from deltastate.stores import load_store
 
     settings = make_settings()

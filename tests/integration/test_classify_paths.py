@@ -122,7 +122,7 @@ def test_a_batchs_dead_letters_read_again_from_kafka_are_the_failing_records_eac
     """The key-value engine reads a batch's offset range again for its dead letters. They must be
     exactly the records classify fails, and the filter must not be pushed into the parse: inlined,
     it repeated the JSON parses hundreds of times per record (721 calls in the optimized plan)."""
-    from deltastate.engine.audit import reread_dead_letters
+    from deltastate.engine.keyvalue.audit import reread_dead_letters
     from deltastate.ingest.producer import ensure_topic, produce_records
 
     store = load_store(session_settings, STORE)

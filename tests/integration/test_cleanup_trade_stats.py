@@ -11,7 +11,7 @@ import pytest
 from support.store_checks import produce
 
 from deltastate.changelog.reader import latest_state
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic
 from deltastate.maintenance import cleanup_store

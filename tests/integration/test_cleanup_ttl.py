@@ -14,7 +14,7 @@ import pytest
 from support.reference import expected
 from support.store_checks import STORE, assert_changelog_unique, assert_state, event, new_topic, produce, published_state
 
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.maintenance import cleanup_store
 from deltastate.maintenance.stats import now_ms
 from deltastate.stores import load_store

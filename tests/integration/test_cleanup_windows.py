@@ -1,6 +1,6 @@
 """Window retention and session expiry on changelogs written with the real Delta writer: expired
 entries get tombstones in the changelog (ordered after their last put, in the newest segment, named
-by query_id), nothing else changes, reruns write nothing, and compaction afterwards keeps the state.
+by lineage_id), nothing else changes, reruns write nothing, and compaction afterwards keeps the state.
 
 Stream time per partition comes from the intake audit's stream_times (max over batches). Expected
 results are labelled by hand per entry below, not computed with the rule under test."""
@@ -29,7 +29,7 @@ def _append_changelog(spark, settings, store, rows: list[dict]) -> None:
     full = []
     for r in rows:
         base = {name: None for name, _ in columns}
-        base.update({"value_version": store.value_version, "query_id": "test-engine", "event_time": WRITTEN,
+        base.update({"value_version": store.value_version, "lineage_id": "test-engine", "event_time": WRITTEN,
                      "write_time": WRITTEN})
         base.update(r)
         base[layout.SEGMENT] = layout.segment_of(base["epoch"], base["batch_id"])
@@ -83,7 +83,7 @@ def test_window_retention_tombstones_expired_windows(spark, make_settings) -> No
     assert report.expired_windows == report.tombstones_written == len(gone) == 4
     assert _live(spark, settings, store) == kept
     changelog = spark.read.format("delta").load(settings.table_path(store.name, layout.CHANGELOG))
-    tombs = changelog.where("query_id = 'deltastate-cleanup/window-retention'").collect()
+    tombs = changelog.where("lineage_id = 'deltastate-cleanup/window-retention'").collect()
     assert {(r["key"], r["window_start"], r["window_end"]) for r in tombs} == gone
     newest_segment = max(r[layout.SEGMENT] for r in changelog.select(layout.SEGMENT).collect())
     for t in tombs:  # after every record, in the newest segment, values null, provenance kept
@@ -122,5 +122,5 @@ def test_session_expiry_tombstones_expired_sessions(spark, make_settings) -> Non
     assert _live(spark, settings, store) == {(e["key"], e["window_start"], e["window_end"])
                                              for e, dead in entries if not dead}
     changelog = spark.read.format("delta").load(settings.table_path(store.name, layout.CHANGELOG))
-    assert changelog.where("query_id = 'deltastate-cleanup/session-expiry' AND op = 'delete'").count() == 3
+    assert changelog.where("lineage_id = 'deltastate-cleanup/session-expiry' AND op = 'delete'").count() == 3
     assert cleanup_store(settings, "user_sessions", spark=spark).expired_sessions == 0

@@ -27,9 +27,9 @@ from support.store_checks import (
 from deltastate.changelog import layout
 from deltastate.changelog.reader import latest_state
 from deltastate.cli.main import cli
-from deltastate.engine.audit import load_ledger, scan_ledger
-from deltastate.engine.lineage import load_or_create
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
+from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.keyvalue.audit import load_ledger, scan_ledger
 from deltastate.maintenance import compact_store
 from deltastate.maintenance.stats import now_ms
 from deltastate.stores import load_store

@@ -26,7 +26,7 @@ from support.store_checks import (
 from test_cleanup_ttl import ttl_schemas
 
 from deltastate.changelog import layout
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.maintenance import cleanup_store, compact_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]

@@ -13,15 +13,15 @@ import pytest
 from support.reference import expected
 from support.store_checks import STORE, assert_counts, generated, new_topic, produce
 
-from deltastate.engine.runner import run_store
-from deltastate.engine.writer_lock import LOCK_WAIT_ENV, WriterBusyError, lock_path, release_checkpoint
+from deltastate.engine import run_store
+from deltastate.engine.common.writer_lock import LOCK_WAIT_ENV, WriterBusyError, lock_path, release_checkpoint
 
 pytestmark = pytest.mark.integration
 
 HOLDER = """
 import sys, time
 from deltastate.config import load_settings
-from deltastate.engine.writer_lock import claim_checkpoint
+from deltastate.engine.common.writer_lock import claim_checkpoint
 claim_checkpoint(load_settings(), sys.argv[1], wait_s=0)
 print("held", flush=True)
 time.sleep(600)

@@ -17,7 +17,7 @@ from support.reference_windowed import Spec, run
 
 from deltastate.changelog.layout import changelog_columns
 from deltastate.changelog.tables import check_definition, sql_string_literal
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.errors import StoreDefinitionError
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records

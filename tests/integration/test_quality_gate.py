@@ -8,7 +8,7 @@ import pytest
 from support.reference import VALUE_FIELDS, expected
 from support.store_checks import STORE, generated, new_topic, produce
 
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.quality.gate import QualityGateError, gated_publish
 from deltastate.quality.validate import data_docs_index
 from deltastate.query import Queries

@@ -54,7 +54,7 @@ def test_missing_values_and_unknown_rules_are_refused(settings):
 def test_batch_order_flags_only_a_query_going_back():
     t = [datetime(2026, 1, 1, 0, 0, s) for s in range(6)]
     frame = pd.DataFrame({
-        "query_id": ["a", "a", "a", "b", "b", "a"],
+        "lineage_id": ["a", "a", "a", "b", "b", "a"],
         "batch_id": [0, 1, 1, 5, 2, 0],
         "write_time": [t[0], t[1], t[1], t[0], t[1], t[5]],
     })

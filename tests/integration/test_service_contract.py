@@ -21,7 +21,7 @@ from support.reference import expected, rank_of, top
 from support.store_checks import PARTITIONS, STORE, consume_positions, generated, new_topic, produce
 
 from deltastate.config import Settings
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.service import ServiceOptions, create_app
 from deltastate.snapshot import publish_snapshot
 

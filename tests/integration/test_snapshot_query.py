@@ -70,7 +70,7 @@ def changelog_rows() -> list[dict[str, Any]]:
         for row in batch:
             offset += 1
             rows.append({**row, "value_version": 1, "source_partition": offset % 4, "source_offset": offset,
-                         "query_id": "q-test", "segment": segment_of(row["epoch"], row["batch_id"]),
+                         "lineage_id": "q-test", "segment": segment_of(row["epoch"], row["batch_id"]),
                          "event_time": T0 + timedelta(seconds=offset),
                          "write_time": T0 + timedelta(minutes=commit, seconds=offset)})
     return rows

@@ -13,9 +13,9 @@ import yaml
 from support.reference import VALUE_FIELDS, expected
 from support.store_checks import generated, new_topic, produce
 
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
+from deltastate.engine.common.checkpoint_check import checkpoint_state_provider
 from deltastate.errors import CheckpointMismatchError
-from deltastate.maintenance.checkpoint import checkpoint_state_provider
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store

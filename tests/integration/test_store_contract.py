@@ -19,7 +19,7 @@ import pytest
 from support.store_checks import assert_resumes_from_newest_audit_row
 
 from deltastate.changelog.layout import store_key_columns
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot

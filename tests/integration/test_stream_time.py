@@ -10,8 +10,8 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import functions as F
 
-from deltastate.engine.stream_time import READ_TASK, STREAM_TIME, split_partitions
-from deltastate.engine.windowed_records import batch_records
+from deltastate.engine.windowed.records import batch_records
+from deltastate.engine.windowed.stream_time import READ_TASK, STREAM_TIME, split_partitions
 from deltastate.ingest.decode import classify
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records

@@ -18,7 +18,7 @@ from support.reference import ReferenceTopic
 from support.reference_windowed import SPECS, Outcome, run
 from support.window_reads import changed_keys, key_reads, ranged_reads
 
-from deltastate.engine.runner import run_store
+from deltastate.engine import run_store
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.ingest.timed_workloads import TimeShape, click_records, pulse_records, trade_records

@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from deltastate.config import Settings
-from deltastate.engine.runner import RunResult
+from deltastate.engine import RunResult
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
@@ -164,7 +164,7 @@ def restore_files(moved: list) -> None:
 def newest_audited_batch(spark, settings: Settings, store_name: str) -> int:
     """The newest batch the store's lineage wrote an audit row for, as the Delta log names it."""
     from deltastate.changelog.txn_log import txn_versions
-    from deltastate.engine.lineage import load_or_create
+    from deltastate.engine.common.lineage import load_or_create
     from deltastate.stores import load_store
 
     lineage = load_or_create(spark, settings, load_store(settings, store_name))
@@ -180,9 +180,9 @@ def assert_resumes_from_newest_audit_row(spark, settings: Settings, store_name: 
     """A run's start (the ledger of a key-value store, the stream times of a window or session
     store) equals the scan of the whole audit history, for the next batch and for a replay of the
     newest one, and still answers with every older audit file moved away."""
-    from deltastate.engine.audit import load_ledger, scan_ledger
-    from deltastate.engine.lineage import load_or_create
-    from deltastate.engine.stream_time import load_stream_times, scan_stream_times
+    from deltastate.engine.common.lineage import load_or_create
+    from deltastate.engine.keyvalue.audit import load_ledger, scan_ledger
+    from deltastate.engine.windowed.stream_time import load_stream_times, scan_stream_times
     from deltastate.stores import load_store
 
     store = load_store(settings, store_name)

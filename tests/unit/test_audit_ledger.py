@@ -1,4 +1,4 @@
-"""A key-value store's audit rows from running totals (engine/audit.py), against per-batch counts
+"""A key-value store's audit rows from running totals (engine/keyvalue/audit.py), against per-batch counts
 computed directly from a random stream split into micro-batches."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from deltastate.engine.audit import COUNTS, Ledger, RunningTotals, advance, batch_audit
+from deltastate.engine.common.output import COUNTS
+from deltastate.engine.keyvalue.audit import Ledger, RunningTotals, advance, batch_audit
 from deltastate.errors import AuditMismatchError
 
 

@@ -1,4 +1,4 @@
-"""The session merge (deltastate.engine.sessions.process_key) against the independent reference,
+"""The session merge (deltastate.engine.windowed.sessions.process_key) against the independent reference,
 on many random single-partition streams: out of order, late, bridging events, deletes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from support.reference import Record
 from support.reference_windowed import Spec, run
 
-from deltastate.engine.sessions import finish_values, process_key, session_from_state
+from deltastate.engine.windowed.sessions import finish_values, process_key, session_from_state
 from deltastate.stores.definition import Aggregation
 
 AGGS = (Aggregation("session_start", "min", "ts"), Aggregation("session_end", "max", "ts"),

@@ -27,11 +27,10 @@ from deltastate.changelog.layout import INTAKE
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
 from deltastate.config import Settings
-from deltastate.engine.lineage import Lineage
+from deltastate.engine.common.lineage import Lineage
+from deltastate.engine.common.output import COUNTS
 from deltastate.errors import AuditMismatchError
 from deltastate.stores.definition import StoreDefinition
-
-COUNTS = ("records_in", "applied", "dead_lettered", "tombstones")
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ def scan_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     table = spark.read.format("delta").load(path)
     # A table from before partition_counts gains the column with this engine's first audit append.
     counts = F.col("partition_counts") if "partition_counts" in table.columns else F.lit(None).cast("string")
-    rows = (table.where((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") <= before_batch))
+    rows = (table.where((F.col("lineage_id") == lineage.lineage_id) & (F.col("batch_id") <= before_batch))
             .select("batch_id", "offsets", counts.alias("partition_counts")).collect())
     for row in rows:
         if row["batch_id"] == before_batch:

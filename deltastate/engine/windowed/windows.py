@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import EVENTS, KEY, WINDOW_END, WINDOW_START
-from deltastate.engine.windowed_records import W_FIRST, W_LAST
+from deltastate.engine.windowed.records import W_FIRST, W_LAST
 from deltastate.stores.definition import Aggregation, StoreDefinition
 
 

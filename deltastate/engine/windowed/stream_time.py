@@ -19,7 +19,7 @@ from deltastate.changelog.layout import INTAKE
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
 from deltastate.config import Settings
-from deltastate.engine.lineage import Lineage
+from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
 
 STREAM_TIME = "stream_time"
@@ -63,7 +63,7 @@ def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)
-            .where(~((F.col("query_id") == lineage.lineage_id) & (F.col("batch_id") >= before_batch)))
+            .where(~((F.col("lineage_id") == lineage.lineage_id) & (F.col("batch_id") >= before_batch)))
             .where(F.col("stream_times").isNotNull())
             .select("stream_times").collect())
     times: dict[int, int] = {}

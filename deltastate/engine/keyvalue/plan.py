@@ -3,7 +3,7 @@
 Each classified record feeds two groups of one native streaming aggregation (RocksDB state, update
 mode: each micro-batch emits exactly the groups it changed, the record cache):
   key group      (store_key, null): the store's fold over the key's valid records;
-  audit group    (null, partition): running totals for the intake audit (engine/audit.py).
+  audit group    (null, partition): running totals for the intake audit (engine/keyvalue/audit.py).
 A dead letter feeds only its partition's audit group (plus one shared null group that stays empty).
 
 A restored store (deltastate restore) adds a second source: a Delta table of the state rebuilt from
@@ -17,21 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.config import Settings
-from deltastate.engine.fold import POS, FoldSpec, arg_columns, event_args, fold_over_args, seed_args
+from deltastate.engine.keyvalue.fold import POS, FoldSpec, arg_columns, event_args, fold_over_args, seed_args
 from deltastate.ingest.decode import classify
 from deltastate.stores.definition import StoreDefinition
-
-
-def source_stream(spark: SparkSession, settings: Settings, topic: str,
-                  max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> DataFrame:
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-              .option("subscribe", topic)
-              .option("startingOffsets", starting_offsets)
-              .option("failOnDataLoss", "true"))
-    if max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    return reader.load()
 
 
 def seed_stream(spark: SparkSession, seed_path: str) -> DataFrame:
@@ -45,9 +33,8 @@ def classified_stream(source: DataFrame, settings: Settings, store: StoreDefinit
     return classify(source, store, settings.max_value_bytes)
 
 
-QUERY = "stream"  # the store's query: its checkpoint subfolder (window and session stores too)
 AUDIT_PARTITION = "audit_partition"
-# The audit group's running totals (a sum over no rows is null: read as 0), in engine.audit.COUNTS order,
+# The audit group's running totals (a sum over no rows is null: read as 0), in engine.common.output.COUNTS order,
 # then offsets and stream time.
 AUDIT_COLUMNS = ("records_in", "applied", "dead_lettered", "tombstones", "audit_lo", "audit_hi", "audit_stream_time")
 

@@ -3,7 +3,7 @@ classified once, narrowed to what the rest of the batch reads, with its stream t
 stores) the range of its windows still open, then cached once.
 
 Stream time needs every record of a source partition in offset order (kept by the task that reads
-the partition: engine/stream_time.py), and lateness needs stream time; doing both in this pass lets
+the partition: engine/windowed/stream_time.py), and lateness needs stream time; doing both in this pass lets
 the per-partition counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
 in the cache only when it may be dead-lettered: it failed, or it is late (window stores: no window
 open), or it could be (session stores: older than stream time - grace; the merge decides). A
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from deltastate.engine.stream_time import STREAM_TIME, with_stream_time
+from deltastate.engine.windowed.stream_time import STREAM_TIME, with_stream_time
 from deltastate.stores.definition import StoreDefinition, WindowSpec
 
 IS_EVENT, IS_DELETE, IS_LATE = "is_event", "is_delete", "is_late"

@@ -15,18 +15,11 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.tables import append_counted, append_once
 from deltastate.config import Settings
-from deltastate.engine import sessions as session_merge
-from deltastate.engine.audit import COUNTS
-from deltastate.engine.lineage import Lineage
-from deltastate.engine.stream_time import (
-    READ_TASK,
-    STREAM_TIME,
-    advance,
-    load_stream_times,
-    split_partitions,
-    stream_times_json,
-)
-from deltastate.engine.windowed_records import (
+from deltastate.engine.common.lineage import Lineage
+from deltastate.engine.common.output import COUNTS, audit_row, dead_letter_rows
+from deltastate.engine.common.report import BatchListener, BatchReport
+from deltastate.engine.windowed import sessions as session_merge
+from deltastate.engine.windowed.records import (
     IS_DELETE,
     IS_EVENT,
     IS_LATE,
@@ -34,9 +27,16 @@ from deltastate.engine.windowed_records import (
     event_fields,
     with_flags,
 )
-from deltastate.engine.windowed_state import live_entries
-from deltastate.engine.windows import window_changes, window_contributions
-from deltastate.engine.writer import BatchListener, BatchReport, audit_row, dead_letter_rows
+from deltastate.engine.windowed.state import live_entries
+from deltastate.engine.windowed.stream_time import (
+    READ_TASK,
+    STREAM_TIME,
+    advance,
+    load_stream_times,
+    split_partitions,
+    stream_times_json,
+)
+from deltastate.engine.windowed.windows import window_changes, window_contributions
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 
@@ -71,7 +71,7 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
         F.col("source_offset").cast("bigint").alias("source_offset"),
         F.lit(lineage.epoch).cast("int").alias("epoch"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.lit(lineage.lineage_id).alias("query_id"),
+        F.lit(lineage.lineage_id).alias("lineage_id"),
         F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))).alias("event_time"),
         F.current_timestamp().alias("write_time"),
         F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
@@ -220,8 +220,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             for df in cached:
                 _release(df)
         if listener:
-            listener(BatchReport("intake", batch_id, totals["records_in"],
-                                 {k: totals[k] for k in ("applied", "dead_lettered", "late", "tombstones")}))
-            listener(BatchReport("changelog", batch_id, sum(by_op.values()), by_op))
+            listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
+                                 totals["tombstones"], totals["late"], by_op))
 
     return write

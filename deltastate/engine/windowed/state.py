@@ -21,7 +21,7 @@ from deltastate.changelog.layout import (
     store_key_columns,
 )
 from deltastate.config import Settings
-from deltastate.engine.lineage import Lineage
+from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
 
 

@@ -11,6 +11,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deltastate.engine.common.checkpoint_check import any_query_started
+from deltastate.engine.common.lineage import Lineage
+from deltastate.errors import CheckpointMismatchError
+
 RESUME_FILE = "resume.json"
 EARLIEST = -2  # Spark's Kafka source: -2 in a startingOffsets JSON means the earliest offset
 
@@ -68,3 +72,22 @@ def topic_partitions(bootstrap: str, topic: str, timeout: float = 30.0) -> int |
     meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=timeout)
     found = meta.topics.get(topic)
     return None if found is None or found.error is not None else len(found.partitions)
+
+
+def resume_plan_for(lineage: Lineage, given: ResumePlan | None) -> ResumePlan | None:
+    """The checkpoint's saved plan wins (its query was built from it); a plan given for a checkpoint
+    whose query has not started yet is saved, so that later runs rebuild the same plan."""
+    saved = load_plan(lineage.checkpoint)
+    if saved is not None:
+        if given is not None and given != saved:
+            raise CheckpointMismatchError(
+                f"store {lineage.store!r}: checkpoint {lineage.checkpoint} was restored with another resume "
+                "plan than the one given; run without one, or `deltastate restore` again")
+        return saved
+    if given is not None:
+        if any_query_started(lineage.checkpoint):
+            raise CheckpointMismatchError(
+                f"store {lineage.store!r}: checkpoint {lineage.checkpoint} already started without a resume "
+                f"plan; a plan applies only to a new checkpoint (`deltastate restore {lineage.store}`)")
+        save_plan(lineage.checkpoint, given)
+    return given

@@ -7,17 +7,16 @@ update twice.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
-from deltastate.engine.audit import (
+from deltastate.engine.common.lineage import Lineage
+from deltastate.engine.common.output import COUNTS, audit_row, dead_letter_rows
+from deltastate.engine.common.report import BatchListener, BatchReport
+from deltastate.engine.keyvalue.audit import (
     BatchAudit,
     Ledger,
     RunningTotals,
@@ -27,22 +26,10 @@ from deltastate.engine.audit import (
     load_ledger,
     reread_dead_letters,
 )
-from deltastate.engine.fold import EVENT_TIME_SLOT, FoldSpec
-from deltastate.engine.lineage import Lineage
-from deltastate.engine.plan import AUDIT_COLUMNS, AUDIT_PARTITION
+from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
+from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.errors import AuditMismatchError
 from deltastate.stores.definition import StoreDefinition
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    query: str
-    batch_id: int
-    records: int
-    detail: dict[str, int]
-
-
-BatchListener = Callable[[BatchReport], None]
 
 
 def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
@@ -60,7 +47,7 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
         F.col("fold.last_pos").alias("source_offset"),
         F.lit(lineage.epoch).cast("int").alias("epoch"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.lit(lineage.lineage_id).alias("query_id"),
+        F.lit(lineage.lineage_id).alias("lineage_id"),
         # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
         # of an overflow that would fail, and on every replay fail again, the micro-batch.
         F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
@@ -107,10 +94,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
         ledger = advance(ledger, audit, batch_id)
         if listener:
-            if audit.counts:
-                listener(BatchReport("intake", batch_id, audit.total("records_in"),
-                                     {k: audit.total(k) for k in ("applied", "dead_lettered", "tombstones")}))
-            listener(BatchReport("changelog", batch_id, sum(by_op.values()), by_op))
+            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op))
 
     return write
 
@@ -132,34 +116,3 @@ def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
             append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
         finally:
             dead.unpersist()
-
-
-def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> DataFrame:
-    """Classified records that failed (reason set) as rows of the dead-letter table for one batch."""
-    return (failed.withColumn("partition", F.col("partition").cast("int"))
-            .withColumn("value_size", F.col("value_size").cast("int"))
-            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            .withColumn("query_id", F.lit(lineage.lineage_id))
-            .withColumn("write_time", F.current_timestamp())
-            .select(*[name for name, _ in layout.DEADLETTER_COLUMNS]))
-
-
-def by_partition(values: dict) -> str:
-    """JSON {partition: value} as the audit table holds it (tuples as lists, partitions in order)."""
-    return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
-
-
-def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
-              offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], totals_before: str,
-              late: int = 0) -> DataFrame:
-    """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
-    offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time;
-    totals_before: JSON of what the writer carried into the batch (layout.INTAKE_COLUMNS)."""
-    records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
-    return spark.createDataFrame(
-        [(lineage.lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
-          by_partition(stream_times), by_partition(counts), totals_before)],
-        "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
-        "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string, "
-        "totals_before string",
-    ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])

@@ -23,8 +23,8 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, is_windowed,
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import log_snapshot, txn_versions
 from deltastate.config import Settings
-from deltastate.engine.lineage import LINEAGE_FILE, Lineage
-from deltastate.engine.plan import QUERY
+from deltastate.engine.common.lineage import LINEAGE_FILE, Lineage
+from deltastate.engine.common.source import QUERY
 from deltastate.errors import CheckpointMismatchError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.state import PROVIDER_KEY
@@ -38,39 +38,39 @@ def _newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) 
     versions = txn_versions(spark, path)
     if versions is not None:
         return versions.get(app_id)
-    row = (spark.read.format("delta").load(path).where(F.col("query_id") == lineage_id)
+    row = (spark.read.format("delta").load(path).where(F.col("lineage_id") == lineage_id)
            .agg(F.max("batch_id")).first())
     return None if row is None or row[0] is None else int(row[0])
 
 
 def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str) -> dict[str, int]:
-    """Other lineages (not cleanup) with changelog rows of epoch >= `epoch`: query_id -> newest epoch.
+    """Other lineages (not cleanup) with changelog rows of epoch >= `epoch`: lineage_id -> newest epoch.
     The segment (epoch * 1e9 + batch / 100) prunes older epochs' partitions, and the files the
-    running lineage wrote alone, whose query_id statistics hold only its id, are skipped by Delta's
+    running lineage wrote alone, whose lineage_id statistics hold only its id, are skipped by Delta's
     data skipping. Still read: files of cleanup tombstones and files compaction mixed, and every
-    file when query_id falls outside the 32 columns Delta keeps statistics for (a store with more
+    file when lineage_id falls outside the 32 columns Delta keeps statistics for (a store with more
     than about 20 value fields)."""
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)
-            .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col("query_id") != F.lit(lineage_id))
-                   & ~F.col("query_id").startswith(CLEANUP_PREFIX))
-            .groupBy("query_id").agg(F.max("epoch").alias("epoch")).collect())
-    return {r["query_id"]: int(r["epoch"]) for r in rows if r["epoch"] is not None and r["epoch"] >= epoch}
+            .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col("lineage_id") != F.lit(lineage_id))
+                   & ~F.col("lineage_id").startswith(CLEANUP_PREFIX))
+            .groupBy("lineage_id").agg(F.max("epoch").alias("epoch")).collect())
+    return {r["lineage_id"]: int(r["epoch"]) for r in rows if r["epoch"] is not None and r["epoch"] >= epoch}
 
 
 def _lineages(spark: SparkSession, path: str) -> set[str]:
     if not table_exists(spark, path):
         return set()
-    rows = spark.read.format("delta").load(path).where(F.col("query_id").isNotNull()).select("query_id").distinct()
-    return {r["query_id"] for r in rows.collect()}
+    rows = spark.read.format("delta").load(path).where(F.col("lineage_id").isNotNull()).select("lineage_id").distinct()
+    return {r["lineage_id"] for r in rows.collect()}
 
 
 def _has_lineage_rows(spark: SparkSession, path: str) -> bool:
     snapshot = log_snapshot(spark, path)
     if snapshot is None or snapshot.numOfFiles() == 0:  # a new store's empty table: no read
         return False
-    return bool(spark.read.format("delta").load(path).where(F.col("query_id").isNotNull()).limit(1).collect())
+    return bool(spark.read.format("delta").load(path).where(F.col("lineage_id").isNotNull()).limit(1).collect())
 
 
 def _batch_ids(folder: Path) -> list[int]:
@@ -184,7 +184,7 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
         lineage_id, epoch = str(data["lineage_id"]), int(data["epoch"])
     except (ValueError, KeyError, OSError) as exc:
         raise _refuse(store.name, f"{marker} is unreadable ({exc})") from exc
-    # Cleanup's tombstones (query_id deltastate-cleanup/...) are appended beside the stream, not by another lineage.
+    # Cleanup's tombstones (lineage_id deltastate-cleanup/...) are appended beside the stream, not by another lineage.
     newer = _lineages_since(spark, paths[CHANGELOG], epoch, lineage_id)
     if newer:
         qid, e = max(newer.items(), key=lambda item: item[1])

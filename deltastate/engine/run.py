@@ -1,0 +1,87 @@
+"""Runs a store: checks and claims its checkpoint, starts the store type's streaming query
+(checkpoint folder `stream`) and waits for it.
+
+once        Trigger.AvailableNow: process everything in the topic at start, commit, stop.
+continuous  a processing-time trigger (the commit interval) until SIGINT/SIGTERM or `stop_after`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+from deltastate.changelog.layout import is_windowed
+from deltastate.changelog.tables import ensure_tables
+from deltastate.config import Settings
+from deltastate.engine.common.checkpoint_check import drop_orphan_temp_files, verify_checkpoint
+from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.common.report import BatchListener, RunResult, counting_listener
+from deltastate.engine.common.resume import ResumePlan, resume_plan_for, topic_partitions
+from deltastate.engine.common.source import source_stream
+from deltastate.engine.common.writer_lock import claim_checkpoint
+from deltastate.engine.keyvalue.start import start_keyvalue
+from deltastate.engine.windowed.start import start_windowed
+from deltastate.infra.spark import get_spark
+from deltastate.stores import load_store
+
+
+def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger: str = "1 second",
+              topic: str | None = None, max_offsets_per_trigger: int | None = None,
+              listener: BatchListener | None = None, stop_after: float | None = None,
+              stop_event: threading.Event | None = None, resume: ResumePlan | None = None) -> RunResult:
+    """resume: where a new checkpoint starts (deltastate restore saves one beside the checkpoint it
+    creates, and every later run of that checkpoint reads it back)."""
+    claim_checkpoint(settings, store_name)  # one writer per checkpoint: held while this process lives
+    store = load_store(settings, store_name)
+    # Under the lock no live writer owns Spark's temp files: a killed run's leftovers can go.
+    drop_orphan_temp_files(Path(settings.checkpoint_path(store.name)))
+    spark = get_spark(settings, f"deltastate-{store_name}")
+    ensure_tables(spark, settings, store)
+    verify_checkpoint(spark, settings, store)
+    lineage = load_or_create(spark, settings, store)
+    resume = resume_plan_for(lineage, resume)
+    topic = topic or store.source.topic
+    # A restored checkpoint reads Kafka from the audited offsets; Spark wants every partition of the
+    # topic named, so the count comes from the broker (the topic read may not be the declared one).
+    starting = ("earliest" if resume is None or not resume.starting_offsets else
+                resume.kafka_starting_offsets(topic, topic_partitions(settings.kafka_bootstrap, topic)))
+    source = source_stream(spark, settings, topic, max_offsets_per_trigger, starting)
+    result = RunResult(store=store_name, lineage=lineage)
+    on_batch = counting_listener(result, listener)
+    start = start_windowed if is_windowed(store) else start_keyvalue
+    writer = start(spark, settings, store, lineage, source, topic, on_batch, resume)
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
+    started = time.monotonic()
+    with store.state.applied_to(spark):  # the store's own state provider and RocksDB options
+        query = writer.start()
+    result.state_conf = store.state.started_with(query)
+    try:
+        if once:
+            query.awaitTermination()
+        else:
+            wait_continuous(query, stop_after, stop_event)
+    finally:
+        if query.isActive:
+            query.stop()
+    if query.exception() is not None:
+        raise query.exception()
+    result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None) -> None:
+    """Until the query fails, stop_after seconds pass, stop_event is set, or SIGINT/SIGTERM arrives."""
+    stop = stop_event or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    deadline = None if stop_after is None else time.monotonic() + stop_after
+    while not stop.is_set():
+        if not query.isActive:
+            break  # a failed query ends the run; its exception is raised by the caller
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        stop.wait(0.5)
