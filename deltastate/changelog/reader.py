@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, store_key_columns
+from deltastate.changelog.layout import CHANGELOG, ORDER_COLUMNS, store_key_columns
+from deltastate.changelog.rules import STREAM_TIMES, latest_per_key, merge_stream_times
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
 
@@ -75,7 +76,7 @@ def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition
                  intake_version: int | None = None) -> dict[int, int]:
     """Partition -> stream time (newest applied event time, ms) over every audited micro-batch (up
     to a Delta version of the intake table; default: latest)."""
-    import json
+    from pyspark.sql import functions as F
 
     from deltastate.changelog.layout import INTAKE
 
@@ -85,11 +86,8 @@ def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition
     reader = spark.read.format("delta")
     if intake_version is not None:
         reader = reader.option("versionAsOf", int(intake_version))
-    times: dict[int, int] = {}
-    for row in reader.load(path).where("stream_times is not null").select("stream_times").collect():
-        for partition, ms in json.loads(row["stream_times"]).items():
-            times[int(partition)] = max(times.get(int(partition), ms), ms)
-    return times
+    rows = reader.load(path).where(F.col(STREAM_TIMES).isNotNull()).select(STREAM_TIMES).collect()
+    return merge_stream_times({}, (row[STREAM_TIMES] for row in rows))
 
 
 def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition,
@@ -100,21 +98,13 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
     the value columns, source_partition, source_offset, epoch, batch_id,
     event_time, write_time.
     """
-    from pyspark.sql import functions as F
-
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", int(version))
     changelog = reader.load(settings.table_path(store.name, CHANGELOG))
 
-    carried = [OP, *store.value_columns, *STATE_BOOKKEEPING]
-    order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
-    keys = store_key_columns(store)
-    latest = (changelog
-              .groupBy(*keys)
-              .agg(F.max_by(F.struct(*[F.col(c) for c in carried]), order).alias("_latest"))
-              .select(*keys, "_latest.*"))
-    return latest.where(F.col(OP) != F.lit(OP_DELETE)).select(*state_columns(store))
+    latest = latest_per_key(changelog, store_key_columns(store), [*store.value_columns, *STATE_BOOKKEEPING])
+    return latest.select(*state_columns(store))
 
 
 __all__ = [

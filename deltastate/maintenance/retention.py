@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltastate.changelog import layout
+from deltastate.changelog.rules import latest_per_key, stream_times_frame
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -48,11 +49,7 @@ def is_expired(window_end: int, stream_time: int | None, grace_ms: int, retentio
 
 def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
     """(source_partition int, stream_time bigint) per partition that has one."""
-    from pyspark.sql import functions as F
-
-    intake = spark.read.format("delta").load(settings.table_path(store.name, layout.INTAKE))
-    per_batch = intake.select(F.explode(F.from_json("stream_times", "map<string,bigint>")).alias("p", "t"))
-    return per_batch.groupBy(F.col("p").cast("int").alias("source_partition")).agg(F.max("t").alias("stream_time"))
+    return stream_times_frame(spark.read.format("delta").load(settings.table_path(store.name, layout.INTAKE)))
 
 
 def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int,
@@ -64,10 +61,7 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     grace, retention = retention_of(store)
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     keys = layout.store_key_columns(store)
-    others = [c for c in table.columns if c not in keys]
-    order = F.struct(*[F.col(c) for c in layout.ORDER_COLUMNS])
-    latest = (table.groupBy(*keys).agg(F.max_by(F.struct(*[F.col(c) for c in others]), order).alias("_l"))
-              .select(*keys, "_l.*").where(F.col(layout.OP) != F.lit(layout.OP_DELETE)))
+    latest = latest_per_key(table, keys, [c for c in table.columns if c not in keys])
     times = F.broadcast(stream_times(spark, settings, store))
     expired = (latest.join(times, "source_partition")
                .where((F.col(layout.WINDOW_END) + F.lit(grace) <= F.col("stream_time"))

@@ -15,11 +15,11 @@ next publish.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
+from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError
@@ -31,7 +31,6 @@ from deltastate.stores.definition import StoreDefinition
 if TYPE_CHECKING:
     import pyarrow as pa
 
-STREAM_TIMES = "stream_times"  # the intake audit's column: {partition: newest applied event time}
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     except (OSError, ValueError) as exc:
         raise FreshReadError(f"store {store.name!r}: reading changelog commits after version {held} "
                              f"failed: {exc}") from exc
-    keys = ", ".join(quote(c) for c in store_key_columns(store))
+    keys = [quote(c) for c in store_key_columns(store)]
     con = duckdb.connect(":memory:")  # our own instance: the snapshot's connection is locked down
     try:
         con.execute("SET TimeZone = 'UTC'")  # timestamps become naive UTC, like the snapshot's
@@ -87,11 +86,9 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
             con.register(f"_part{i}", table)
             cols = ", ".join(_column(c, table.column_names) for c in wanted)
             selects.append(f"SELECT {cols}, {version} AS _commit FROM _part{i}")
-        epoch = "epoch DESC, " if "epoch" in wanted else ""
-        rows = con.sql(
-            f"SELECT * EXCLUDE (_rank, _commit) FROM (SELECT *, row_number() OVER (PARTITION BY {keys} "
-            f"ORDER BY {epoch}batch_id DESC, _commit DESC) AS _rank FROM ({' UNION ALL BY NAME '.join(selects)})) "
-            "WHERE _rank = 1").to_arrow_table()
+        latest = latest_per_key_sql(f"({' UNION ALL BY NAME '.join(selects)})", keys,
+                                    has_epoch="epoch" in wanted, tiebreak="_commit")
+        rows = con.sql(f"SELECT * EXCLUDE (_commit) FROM ({latest})").to_arrow_table()
     finally:
         con.close()
     extra = [c for c in ORDER_COLUMNS if c not in columns]
@@ -124,9 +121,7 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
             for f in deltalog.tail_files(path, after, newest.version):
                 if STREAM_TIMES not in pq.read_schema(f.path).names:
                     continue
-                for text in pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist():
-                    for p, ms in json.loads(text or "{}").items():
-                        times[int(p)] = max(times.get(int(p), ms), ms)
+                times = merge_stream_times(times, pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist())
         except (OSError, ValueError) as exc:
             raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
                                  f"failed: {exc}") from exc

@@ -20,7 +20,7 @@ def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> Data
     return (failed.withColumn("partition", F.col("partition").cast("int"))
             .withColumn("value_size", F.col("value_size").cast("int"))
             .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            .withColumn("query_id", F.lit(lineage.lineage_id))
+            .withColumn("lineage_id", F.lit(lineage.lineage_id))
             .withColumn("write_time", F.current_timestamp())
             .select(*[name for name, _ in layout.DEADLETTER_COLUMNS]))
 
@@ -40,7 +40,7 @@ def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict
     return spark.createDataFrame(
         [(lineage.lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
           by_partition(stream_times), by_partition(counts), totals_before)],
-        "query_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
+        "lineage_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
         "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string, "
         "totals_before string",
     ).withColumn("write_time", F.current_timestamp()).select(*[n for n, _ in layout.INTAKE_COLUMNS])

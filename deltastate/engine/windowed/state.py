@@ -14,12 +14,10 @@ from pyspark.sql import functions as F
 from deltastate.changelog.layout import (
     CHANGELOG,
     EVENTS,
-    OP,
-    OP_DELETE,
-    ORDER_COLUMNS,
     WINDOW_END,
     store_key_columns,
 )
+from deltastate.changelog.rules import latest_per_key
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
@@ -36,10 +34,5 @@ def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition
     if horizon_ms is not None:
         rows = rows.where(F.col(WINDOW_END) > F.lit(horizon_ms))
     rows = rows.join(F.broadcast(keys.select(F.col("key_str").alias("key")).distinct()), "key", "left_semi")
-    carried = [OP, *store.value_columns, EVENTS, "source_partition", "source_offset"]
-    order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
-    keys_cols = store_key_columns(store)
-    latest = (rows.groupBy(*keys_cols)
-              .agg(F.max_by(F.struct(*[F.col(c) for c in carried]), order).alias("_l"))
-              .select(*keys_cols, "_l.*"))
-    return latest.where(F.col(OP) != F.lit(OP_DELETE)).drop(OP)
+    return latest_per_key(rows, store_key_columns(store),
+                          [*store.value_columns, EVENTS, "source_partition", "source_offset"])

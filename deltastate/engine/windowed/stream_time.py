@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
 from deltastate.config import Settings
@@ -64,13 +65,9 @@ def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
         return {}
     rows = (spark.read.format("delta").load(path)
             .where(~((F.col("lineage_id") == lineage.lineage_id) & (F.col("batch_id") >= before_batch)))
-            .where(F.col("stream_times").isNotNull())
-            .select("stream_times").collect())
-    times: dict[int, int] = {}
-    for row in rows:
-        for partition, ms in json.loads(row["stream_times"]).items():
-            times[int(partition)] = max(times.get(int(partition), ms), ms)
-    return times
+            .where(F.col(STREAM_TIMES).isNotNull())
+            .select(STREAM_TIMES).collect())
+    return merge_stream_times({}, (row[STREAM_TIMES] for row in rows))
 
 
 def _lookup(prev: dict[int, int], partition: Column) -> Column:
