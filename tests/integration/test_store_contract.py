@@ -13,12 +13,17 @@ test_windowed_stores.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import uuid
+from dataclasses import dataclass, field
 
 import pytest
+from support.local_infra import make_home
 from support.store_checks import assert_resumes_from_newest_audit_row
 
 from deltastate.changelog.layout import store_key_columns
+from deltastate.config import Settings
 from deltastate.engine import run_store
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.query import Queries
@@ -57,12 +62,27 @@ def entries(settings, store: str, key: str) -> list[dict]:
 ONE_STORE_PER_TYPE = ["player_stats", "trade_stats", "user_sessions"]
 
 
-@pytest.mark.parametrize("store", ONE_STORE_PER_TYPE)
-def test_store_contract(store, broker, spark, make_settings, topic, tmp_path):
-    settings = make_settings()
-    types = [load_store(settings, s).type for s in ONE_STORE_PER_TYPE]
-    assert sorted(types) == sorted({load_store(settings, s).type for s in list_stores(settings)})  # each type once
+@dataclass
+class ContractRun:
+    """What one store showed along the contract's scenario; each test asserts one behaviour of it."""
+
+    store: str
+    settings: Settings
+    first: tuple[list[dict], list[dict]] = ([], [])  # a's and b's entries after the first batch
+    after_delete: tuple[list[dict], list[dict]] = ([], [])
+    changelog_rows: tuple[int, int] = (0, 0)  # before and after a run with nothing new
+    repeated_keys: int = -1  # (epoch, batch_id, store key) groups with more than one record
+    restarted: list[dict] = field(default_factory=list)  # a's entries after an event past its delete
+
+
+@pytest.fixture(scope="class", params=ONE_STORE_PER_TYPE)
+def contract(request, broker, spark, session_settings, tmp_path_factory) -> ContractRun:
+    store = request.param
+    home = make_home(tmp_path_factory.mktemp(f"contract-{store}"))
+    settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
+    topic = f"t-{uuid.uuid4().hex[:10]}"
     assert ensure_topic(broker, topic, 4)
+    run = ContractRun(store, settings)
     a, b = f"{store}-a", f"{store}-b"
 
     def batch(records) -> None:
@@ -73,24 +93,55 @@ def test_store_contract(store, broker, spark, make_settings, topic, tmp_path):
     # One micro-batch: a gets one event; b gets event, delete, event (offset order must hold).
     batch([(a.encode(), event(store, a, T0)), (b.encode(), event(store, b, T0)), (b.encode(), None),
            (b.encode(), event(store, b, T0 + 100))])
-    got_a, got_b = entries(settings, store, a), entries(settings, store, b)
-    assert [r[COUNTER[store]] for r in got_a] and all(r[COUNTER[store]] == 1 for r in got_a)
-    assert [r[COUNTER[store]] for r in got_b] and all(r[COUNTER[store]] == 1 for r in got_b)
-
-    # A later delete removes every entry of a; b is untouched.
-    batch([(a.encode(), None)])
-    assert entries(settings, store, a) == []
-    assert [r[COUNTER[store]] for r in entries(settings, store, b)] == [r[COUNTER[store]] for r in got_b]
-
-    # Nothing new: nothing written. Every (batch, store key) appears once.
+    run.first = (entries(settings, store, a), entries(settings, store, b))
+    batch([(a.encode(), None)])  # a later delete of a alone
+    run.after_delete = (entries(settings, store, a), entries(settings, store, b))
     changelog = spark.read.format("delta").load(settings.table_path(store, "changelog"))
     before = changelog.count()
-    run_store(settings, store, once=True, topic=topic)
-    assert spark.read.format("delta").load(settings.table_path(store, "changelog")).count() == before
+    run_store(settings, store, once=True, topic=topic)  # nothing new
+    after = spark.read.format("delta").load(settings.table_path(store, "changelog"))
+    run.changelog_rows = (before, after.count())
     keys = ["epoch", "batch_id", *store_key_columns(load_store(settings, store))]
-    assert changelog.groupBy(*keys).count().where("count > 1").count() == 0
-    # a's first event is back only if a new event arrives: it starts afresh.
+    run.repeated_keys = after.groupBy(*keys).count().where("count > 1").count()
     batch([(a.encode(), event(store, a, T0 + 200))])
-    assert all(r[COUNTER[store]] == 1 for r in entries(settings, store, a)) and entries(settings, store, a)
-    # The run that starts next resumes from the newest audit row alone.
-    assert_resumes_from_newest_audit_row(spark, settings, store, tmp_path / "away")
+    run.restarted = entries(settings, store, a)
+    return run
+
+
+def counts(rows: list[dict], store: str) -> list[int]:
+    return [r[COUNTER[store]] for r in rows]
+
+
+class TestStoreContract:
+    def test_one_store_per_type_covers_every_declared_type(self, make_settings):
+        settings = make_settings()
+        types = [load_store(settings, s).type for s in ONE_STORE_PER_TYPE]
+        assert sorted(types) == sorted({load_store(settings, s).type for s in list_stores(settings)})
+
+    def test_put_creates_the_entry_counted_once(self, contract):
+        got_a, _ = contract.first
+        assert counts(got_a, contract.store) and all(n == 1 for n in counts(got_a, contract.store))
+
+    def test_event_delete_event_in_one_batch_leaves_the_last_event(self, contract):
+        _, got_b = contract.first
+        assert counts(got_b, contract.store) and all(n == 1 for n in counts(got_b, contract.store))
+
+    def test_delete_removes_every_entry_of_the_key(self, contract):
+        assert contract.after_delete[0] == []
+
+    def test_delete_leaves_other_keys_untouched(self, contract):
+        assert counts(contract.after_delete[1], contract.store) == counts(contract.first[1], contract.store)
+
+    def test_a_run_with_nothing_new_writes_nothing(self, contract):
+        before, after = contract.changelog_rows
+        assert before > 0 and after == before
+
+    def test_batch_and_store_key_are_unique_in_the_changelog(self, contract):
+        assert contract.repeated_keys == 0
+
+    def test_an_event_after_a_delete_starts_afresh(self, contract):
+        assert contract.restarted and all(n == 1 for n in counts(contract.restarted, contract.store))
+
+    def test_a_run_resumes_from_the_newest_audit_row(self, contract, spark, tmp_path):
+        # Last: it moves older audit files aside and back.
+        assert_resumes_from_newest_audit_row(spark, contract.settings, contract.store, tmp_path / "away")
