@@ -1,11 +1,14 @@
 """Publishes a new global DuckDB snapshot of the stores' state, built from their Delta changelogs.
 
 Steps, under an exclusive lock so publishers run one at a time:
- 1. version = newest published version + 1; build snapshot-<version>.duckdb under a temp name:
-    one table per store (key PRIMARY KEY, typed value columns, provenance columns) loaded from
-    latest_state(...) at a pinned changelog version, plus the _snapshot and _snapshot_stores tables;
- 2. checkpoint, close, fsync, and rename it to its final name;
- 3. point CURRENT at it (atomic os.replace), then delete snapshots beyond settings.snapshot_keep.
+ 1. build the candidate: version = newest published version + 1; snapshot-<version>.duckdb under a
+    temp name: one table per store (key PRIMARY KEY, typed value columns, provenance columns) loaded
+    from latest_state(...) at a pinned changelog version, plus the _snapshot and _snapshot_stores
+    tables; checkpoint, close, fsync;
+ 2. validate it: the caller's check (the quality gate) reads the candidate file itself and raises
+    to refuse it, in which case the candidate is deleted and nothing else changes;
+ 3. promote it: rename it to its final name, point CURRENT at it (atomic os.replace), then delete
+    snapshots beyond settings.snapshot_keep.
 A crash at any step leaves the previous snapshot current and complete.
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -205,12 +208,17 @@ def _build(spark: SparkSession, settings: Settings, stores: list[StoreDefinition
     return built
 
 
+CandidateCheck = Callable[[SnapshotInfo], None]
+
+
 def publish_snapshot(spark: SparkSession, settings: Settings,
-                     stores: list[StoreDefinition] | None = None) -> SnapshotInfo:
-    """Build and publish the next snapshot; return its metadata.
+                     stores: list[StoreDefinition] | None = None, *,
+                     check: CandidateCheck | None = None) -> SnapshotInfo:
+    """Build, validate (with `check`, when given) and promote the next snapshot; return its metadata.
 
     stores=None snapshots every declared store. With a list, those stores are rebuilt from their
     changelogs and the other declared stores are carried over unchanged from the current snapshot.
+    `check` gets the candidate's metadata (its path is the candidate file) and raises to refuse it.
     """
     import duckdb
 
@@ -228,6 +236,8 @@ def publish_snapshot(spark: SparkSession, settings: Settings,
         published_at = datetime.now(UTC).replace(tzinfo=None)
         try:
             _build(spark, settings, chosen, tmp, version, published_at, carry_from)
+            if check is not None:
+                check(read_info(tmp))
             os.replace(tmp, final)
             fsync_dir(folder)
         except duckdb.Error as exc:

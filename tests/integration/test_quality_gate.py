@@ -12,7 +12,7 @@ from deltastate.engine import run_store
 from deltastate.quality.gate import QualityGateError, gated_publish
 from deltastate.quality.validate import data_docs_index
 from deltastate.query import Queries
-from deltastate.snapshot.catalog import current_version, read_pointer, snapshot_files
+from deltastate.snapshot.catalog import current_version, read_info, read_pointer, snapshot_files, snapshot_name
 
 pytestmark = pytest.mark.integration
 
@@ -36,9 +36,13 @@ def test_gate_publishes_a_clean_snapshot_and_blocks_a_failing_one(make_settings,
     assert {(v.suite, v.store, v.success) for v in report.validations} == {
         ("changelog", STORE, True), ("snapshot", STORE, True)}
     assert report.row_counts[STORE] == len(exp.state)
+    # The file promoted is the candidate the gate checked: same version, same per-store metadata.
+    promoted = read_info(settings.snapshots_dir / snapshot_name(report.candidate_version))
+    assert {s.store: s.row_count for s in promoted.stores} == report.row_counts
     assert _published(settings) == exp.state
     assert data_docs_index(settings).is_file()
     good_pointer, good_files = read_pointer(settings), set(snapshot_files(settings))
+    good_folder = sorted(p.name for p in settings.snapshots_dir.iterdir())
 
     # One changelog record with an op that is neither put nor delete, appended like a buggy writer would.
     path = settings.table_path(STORE, "changelog")
@@ -57,4 +61,8 @@ def test_gate_publishes_a_clean_snapshot_and_blocks_a_failing_one(make_settings,
     # The previous snapshot is still the current one, unchanged; the candidate left no file behind.
     assert read_pointer(settings) == good_pointer and set(snapshot_files(settings)) == good_files
     assert _published(settings) == exp.state
-    assert not list((settings.home / "staging").glob("*"))
+    assert sorted(p.name for p in settings.snapshots_dir.iterdir()) == good_folder
+    # A gate that passes again promotes the next version number: the refused candidate used none up.
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE op = 'upsert'")
+    again = gated_publish(spark, settings, [STORE])
+    assert again.success and again.candidate_version == report.candidate_version + 1
