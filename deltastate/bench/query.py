@@ -4,7 +4,7 @@ serve` subprocess), on a generated player_stats-shaped snapshot of --keys keys; 
 gets answered by Spark SQL reading a Delta table of the same rows (the "ask the database" approach
 interactive queries replace), and the ratio.
 
-The snapshot is built directly in DuckDB through the snapshot catalog (query/synthetic.py), not by
+The snapshot is built from generated rows by the production publisher (snapshot/generated.py), not by
 Spark, so a million keys take seconds. Everything lives under <home>/bench-query, never touching the
 home's own snapshots. Figures are printed, never asserted.
 """
@@ -59,12 +59,12 @@ def bench_settings(settings: Settings) -> Settings:
 
 def build_snapshot(settings: Settings, keys: int) -> float:
     """Publish a snapshot of `keys` generated player_stats rows; returns the seconds it took."""
-    from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot
+    from deltastate.snapshot.generated import GeneratedStore, player_stats_sql, publish_generated
     from deltastate.stores import load_store
 
     started = time.perf_counter()
     store = load_store(settings, "player_stats")
-    write_snapshot(settings, [SyntheticStore(store, lambda con: con.execute(
+    publish_generated(settings, [GeneratedStore(store, lambda con: con.execute(
         f"INSERT INTO player_stats {player_stats_sql(keys)}"))])
     return time.perf_counter() - started
 

@@ -188,26 +188,7 @@ def _write_metadata(con: duckdb.DuckDBPyConnection, version: int, published_at: 
         insert_store_row(con, s)
 
 
-def _build(spark: SparkSession, settings: Settings, stores: list[StoreDefinition], tmp: Path,
-           version: int, published_at: datetime, carry_from: Path | None) -> list[StoreSnapshot]:
-    import duckdb
-
-    con = duckdb.connect(str(tmp))
-    try:
-        # Spark hands timestamps over as UTC instants; keep them as naive UTC whatever the host zone.
-        con.execute("SET TimeZone = 'UTC'")
-        built = [_load_store(con, spark, settings, s) for s in stores]
-        if carry_from is not None:
-            built += _carry_forward(con, carry_from, {s.name for s in stores}, set(list_stores(settings)))
-        _write_metadata(con, version, published_at, sorted(built, key=lambda s: s.store))
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    return built
-
-
+StoreBuilder = Callable[["duckdb.DuckDBPyConnection"], list[StoreSnapshot]]
 CandidateCheck = Callable[[SnapshotInfo], None]
 
 
@@ -220,22 +201,46 @@ def publish_snapshot(spark: SparkSession, settings: Settings,
     changelogs and the other declared stores are carried over unchanged from the current snapshot.
     `check` gets the candidate's metadata (its path is the candidate file) and raises to refuse it.
     """
-    import duckdb
-
     partial = stores is not None
     chosen = list(stores) if stores is not None else [load_store(settings, n) for n in list_stores(settings)]
     names = [s.name for s in chosen]
     if len(set(names)) != len(names):
         raise SnapshotError(f"a store is listed twice: {', '.join(names)}")
+
+    def build(con: duckdb.DuckDBPyConnection) -> list[StoreSnapshot]:
+        built = [_load_store(con, spark, settings, s) for s in chosen]
+        carry_from = current_snapshot(settings) if partial and read_pointer(settings) else None
+        if carry_from is not None:
+            built += _carry_forward(con, carry_from, set(names), set(list_stores(settings)))
+        return built
+
+    return publish_built(settings, build, check=check)
+
+
+def publish_built(settings: Settings, build: StoreBuilder, *, check: CandidateCheck | None = None,
+                  published_at: datetime | None = None) -> SnapshotInfo:
+    """The publishing pipeline (module doc) around `build`, which creates and fills the store
+    tables of the candidate and returns their metadata rows."""
+    import duckdb
+
     with publish_lock(settings):
         folder = settings.snapshots_dir
-        carry_from = current_snapshot(settings) if partial and read_pointer(settings) else None
         version = max([0, *snapshot_files(settings), current_version(settings) or 0]) + 1
         final = folder / snapshot_name(version)
         tmp = folder / f".{final.name}{TEMP_MARK}{os.getpid()}"
-        published_at = datetime.now(UTC).replace(tzinfo=None)
+        stamp = published_at or datetime.now(UTC).replace(tzinfo=None)
         try:
-            _build(spark, settings, chosen, tmp, version, published_at, carry_from)
+            con = duckdb.connect(str(tmp))
+            try:
+                # Spark hands timestamps over as UTC instants; keep them as naive UTC whatever the host zone.
+                con.execute("SET TimeZone = 'UTC'")
+                built = build(con)
+                _write_metadata(con, version, stamp, sorted(built, key=lambda s: s.store))
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
             if check is not None:
                 check(read_info(tmp))
             os.replace(tmp, final)

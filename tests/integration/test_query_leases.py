@@ -9,15 +9,15 @@ import dataclasses
 from support.local_infra import make_home
 
 from deltastate.config import Settings
-from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot
 from deltastate.service.snapshots import SnapshotPool
 from deltastate.snapshot.catalog import snapshot_files
+from deltastate.snapshot.generated import GeneratedStore, player_stats_sql, publish_generated
 from deltastate.stores import load_store
 
 
 def publish(settings: Settings, keys: int) -> int:
     store = load_store(settings, "player_stats")
-    return write_snapshot(settings, [SyntheticStore(store, lambda con: con.execute(
+    return publish_generated(settings, [GeneratedStore(store, lambda con: con.execute(
         f"INSERT INTO player_stats {player_stats_sql(keys)}"))]).version
 
 

@@ -19,9 +19,9 @@ from deltastate.cli.query_cmd import register
 from deltastate.config import Settings
 from deltastate.query import Queries
 from deltastate.query.errors import ParameterError, StoreTypeError
-from deltastate.query.synthetic import SyntheticStore, snapshot_table_columns, write_snapshot
 from deltastate.service import create_app
-from deltastate.snapshot.publish import quote
+from deltastate.snapshot.generated import GeneratedStore, publish_generated
+from deltastate.snapshot.publish import quote, table_columns
 from deltastate.stores import load_store
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -61,7 +61,7 @@ def session_rows(rng: random.Random) -> list[dict[str, Any]]:
 
 def filler(store: str, rows: list[dict[str, Any]], columns: list[str]):
     def fill(con) -> None:
-        book = {"source_partition": 0, "source_offset": 0, "epoch": 0, "batch_id": 0,
+        book = {"source_partition": 0, "source_offset": 0, "batch_id": 0,
                 "event_time": datetime(2026, 1, 1), "write_time": datetime(2026, 1, 1)}
         values = [[{**book, **r}.get(c) for c in columns] for r in rows]
         marks = ", ".join("?" for _ in columns)
@@ -81,9 +81,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, session_settings: Settings):
     stores = []
     for name, rows in data.items():
         definition = load_store(settings, name)
-        columns = [c for c, _ in snapshot_table_columns(definition)]
-        stores.append(SyntheticStore(definition, filler(name, rows, columns)))
-    write_snapshot(settings, stores)
+        columns = [c for c, _ in table_columns(definition)]
+        stores.append(GeneratedStore(definition, filler(name, rows, columns)))
+    publish_generated(settings, stores)
     return settings, data
 
 

@@ -27,9 +27,9 @@ import uvicorn
 from support.local_infra import free_port, make_home
 
 from deltastate.config import Settings
-from deltastate.query.synthetic import SyntheticStore, write_snapshot
 from deltastate.service import create_app
 from deltastate.snapshot.catalog import snapshot_files
+from deltastate.snapshot.generated import GeneratedStore, publish_generated
 from deltastate.stores import load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -54,7 +54,7 @@ def publish(settings: Settings, state: dict[str, int]) -> int:
         con.register("_rows", rows)
         con.execute(f"INSERT INTO {STORE} SELECT * FROM _rows")
 
-    return write_snapshot(settings, [SyntheticStore(load_store(settings, STORE), fill)]).version
+    return publish_generated(settings, [GeneratedStore(load_store(settings, STORE), fill)]).version
 
 
 def expected_view(state: dict[str, int]) -> dict[str, Any]:

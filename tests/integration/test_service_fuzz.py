@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, settings
 from support.local_infra import make_home
 
 from deltastate.config import PROJECT_ROOT, load_settings
-from deltastate.query.synthetic import SyntheticStore, player_stats_sql, write_snapshot
 from deltastate.service import ServiceOptions, create_app
+from deltastate.snapshot.generated import GeneratedStore, player_stats_sql, publish_generated
 from deltastate.snapshot.publish import quote
 from deltastate.stores import load_store
 
@@ -35,15 +35,15 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 def served_snapshot() -> Iterator[None]:
     stats, trades, sessions = (load_store(CFG, n) for n in ("player_stats", "trade_stats", "user_sessions"))
     windows = ("INSERT INTO {t} SELECT 'SYM' || (i % 5), 1767225600000 + i * 1000, 1767225605000 + i * 1000, "
-               "1 + i % 7, 10.5 * i, 1.0, 99.0, 10.5, i, 0, i, 0, 0, TIMESTAMP '2026-01-01', TIMESTAMP '2026-01-01' "
+               "1 + i % 7, 10.5 * i, 1.0, 99.0, 10.5, i, 0, i, 0, TIMESTAMP '2026-01-01', TIMESTAMP '2026-01-01' "
                "FROM range(200) t(i)")
     clicks = ("INSERT INTO {t} SELECT 'user-' || (i % 9), 1767225600000 + i * 7200000, 1767225600000 + i * 7200000 + 60000, "
-              "1767225600000 + i * 7200000, 1767225600000 + i * 7200000 + 60000, 3, '/home', 0, i, 0, 0, "
+              "1767225600000 + i * 7200000, 1767225600000 + i * 7200000 + 60000, 3, '/home', 0, i, 0, "
               "TIMESTAMP '2026-01-01', TIMESTAMP '2026-01-01' FROM range(90) t(i)")
-    write_snapshot(CFG, [
-        SyntheticStore(stats, lambda con: con.execute(f"INSERT INTO {quote('player_stats')} {player_stats_sql(500)}")),
-        SyntheticStore(trades, lambda con: con.execute(windows.format(t=quote("trade_stats")))),
-        SyntheticStore(sessions, lambda con: con.execute(clicks.format(t=quote("user_sessions")))),
+    publish_generated(CFG, [
+        GeneratedStore(stats, lambda con: con.execute(f"INSERT INTO {quote('player_stats')} {player_stats_sql(500)}")),
+        GeneratedStore(trades, lambda con: con.execute(windows.format(t=quote("trade_stats")))),
+        GeneratedStore(sessions, lambda con: con.execute(clicks.format(t=quote("user_sessions")))),
     ])
     yield
     APP.state.service.close()
