@@ -40,6 +40,17 @@ def txn_versions(spark: SparkSession, path: str) -> dict[str, int] | None:
     return versions
 
 
+def newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) -> int | None:
+    """The newest batch a lineage appended to the table (where it resumes from): its txn version in
+    the log, or, for a table whose txn entries may expire, the newest batch_id of its rows."""
+    versions = txn_versions(spark, path)
+    if versions is not None:
+        return versions.get(app_id)
+    row = (spark.read.format("delta").load(path).where(F.col("lineage_id") == lineage_id)
+           .agg(F.max("batch_id")).first())
+    return None if row is None or row[0] is None else int(row[0])
+
+
 class UnknownFromLog(Exception):
     """The log cannot answer (expiring txn entries, a row missing or lacking a column): scan instead."""
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, is_windowed, segment_of
 from deltastate.changelog.tables import table_exists
-from deltastate.changelog.txn_log import log_snapshot, txn_versions
+from deltastate.changelog.txn_log import log_snapshot, newest_batch
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import LINEAGE_FILE, Lineage
 from deltastate.engine.common.source import QUERY
@@ -30,17 +30,6 @@ from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.state import PROVIDER_KEY
 
 CLEANUP_PREFIX = "deltastate-cleanup/"
-
-
-def _newest_batch(spark: SparkSession, path: str, app_id: str, lineage_id: str) -> int | None:
-    """The newest batch the lineage appended to the table: its txn version in the log, or, for a
-    table whose txn entries may expire, the newest batch_id of its rows."""
-    versions = txn_versions(spark, path)
-    if versions is not None:
-        return versions.get(app_id)
-    row = (spark.read.format("delta").load(path).where(F.col("lineage_id") == lineage_id)
-           .agg(F.max("batch_id")).first())
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str) -> dict[str, int]:
@@ -192,7 +181,7 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
                                   f"the changelog holds epoch {e} from lineage {qid}")
     lineage = Lineage(store.name, lineage_id, epoch, str(checkpoint))
     newest = [b for table, path in paths.items()
-              if (b := _newest_batch(spark, path, lineage.app_id(table), lineage_id)) is not None]
+              if (b := newest_batch(spark, path, lineage.app_id(table), lineage_id)) is not None]
     # Key-value state lives in Spark's state store; window and session state is in the changelog.
     _check_query(store.name, checkpoint / QUERY, max(newest, default=None), f"{CHANGELOG}/{INTAKE}",
                  stateful=not is_windowed(store))

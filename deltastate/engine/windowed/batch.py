@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
@@ -41,6 +41,22 @@ from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 
 LATE = "late"
+
+
+@dataclass(frozen=True)
+class WindowedChanges:
+    """What one micro-batch changes in a window or session store.
+
+    puts     entries to write (key, bounds, values, events, source position, event time);
+    removed  entries deleted (by a tombstone, or superseded by a session merge), or None;
+    late     (partition, offset) of records the session merge found late; None for window stores,
+             whose late records are known from the first pass over the batch;
+    cached   frames the step persisted or checkpointed, released once the batch is written."""
+
+    puts: DataFrame
+    removed: DataFrame | None = None
+    late: DataFrame | None = None
+    cached: tuple[DataFrame, ...] = ()
 
 
 @dataclass
@@ -78,13 +94,14 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
     )
 
 
-def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
+def _window_batch(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, batch_id: int,
+                  events: DataFrame, deletes: DataFrame, horizon: int | None, has_deletes: bool) -> WindowedChanges:
     touched = events.select("key_str").unionByName(deletes.select("key_str"))
     state = live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
     applied = events.where(~F.col(IS_LATE))
     if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
         puts, _ = window_changes(window_contributions(applied, store, None), state, None, store)
-        return puts, None, None, []
+        return WindowedChanges(puts)
     delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                     F.max("partition").alias("delete_partition"))
     contributions = window_contributions(applied, store, delete_offsets)
@@ -95,10 +112,11 @@ def _window_batch(spark, settings, store, lineage, batch_id, events, deletes, ho
                .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                        F.col("delete_partition").alias("source_partition"),
                        F.col("delete_offset").alias("source_offset")))
-    return puts, removed, None, []
+    return WindowedChanges(puts, removed)
 
 
-def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, horizon, has_deletes):
+def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, batch_id: int,
+                   events: DataFrame, deletes: DataFrame, horizon: int | None, has_deletes: bool) -> WindowedChanges:
     # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
     fields = event_fields(store)
     records = events.select(
@@ -125,7 +143,7 @@ def _session_batch(spark, settings, store, lineage, batch_id, events, deletes, h
     removed = out.where(F.col("kind") == "delete")
     late = out.where(F.col("kind") == "late").select(F.col("source_partition").alias("partition"),
                                                      F.col("source_offset").alias("offset"))
-    return puts, removed, late, [out]
+    return WindowedChanges(puts, removed, late, (out,))
 
 
 def _release(df: DataFrame) -> None:
@@ -181,14 +199,14 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             horizon = min(clock.times.values()) - retention if clock.times else None
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r["tombstones"]) for r in per_partition)
-            puts, removed, session_late, more = step(spark, settings, store, lineage, batch_id,
-                                                     b.where(F.col(IS_EVENT)), b.where(F.col(IS_DELETE)),
-                                                     horizon, has_deletes)
-            cached += more
+            changes = step(spark, settings, store, lineage, batch_id, b.where(F.col(IS_EVENT)),
+                           b.where(F.col(IS_DELETE)), horizon, has_deletes)
+            cached += changes.cached
+            session_late = changes.late
             # A batch of dead letters alone changes nothing: no changelog commit.
             by_op: dict[str, int] = {}
             if any(int(r["records_in"]) - int(r["failed"]) - int(r["late"]) for r in per_partition):
-                rows = _changelog_rows(puts, removed, store, lineage, batch_id)
+                rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
                 by_op = append_counted(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id,
                                        {op: F.count_if(F.col(layout.OP) == F.lit(op))
                                         for op in (layout.OP_PUT, layout.OP_DELETE)})
