@@ -79,16 +79,24 @@ def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: Sto
     dead letters of a batch that the audit (and so the resume offsets) never saw. Their old
     checkpoint is gone, so no replay would skip them: the resumed run writes them again. Remove
     them first so that each dead letter stays in the table once."""
-    dead_path, intake_path = settings.table_path(store.name, DEADLETTER), settings.table_path(store.name, INTAKE)
-    if not (table_exists(spark, dead_path) and table_exists(spark, intake_path)):
+    return _drop_unaudited(spark, settings.table_path(store.name, DEADLETTER), settings.table_path(store.name, INTAKE))
+
+
+def _drop_unaudited(spark: SparkSession, path: str, intake_path: str, exempt: tuple[str, ...] = ()) -> int:
+    """Deletes the rows of `path` from micro-batches without an audit row (lineages in exempt
+    excepted); returns how many."""
+    if not (table_exists(spark, path) and table_exists(spark, intake_path)):
         return 0
     audited = spark.read.format("delta").load(intake_path).select("lineage_id", "batch_id").distinct()
-    orphans = (spark.read.format("delta").load(dead_path).join(audited, ["lineage_id", "batch_id"], "left_anti")
+    rows = spark.read.format("delta").load(path)
+    if exempt:
+        rows = rows.where(~F.col("lineage_id").isin(list(exempt)))
+    orphans = (rows.join(audited, ["lineage_id", "batch_id"], "left_anti")
                .groupBy("lineage_id", "batch_id").count().collect())
     if not orphans:
         return 0
     cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
-    DeltaTable.forPath(spark, dead_path).delete(cond)
+    DeltaTable.forPath(spark, path).delete(cond)
     return sum(int(r["count"]) for r in orphans)
 
 
@@ -112,24 +120,13 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
         state.unpersist()
 
 
-def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition,
-                             keep: set[str] | None = None) -> int:
-    """Changelog rows of micro-batches whose audit row never landed (lineages in keep excepted)."""
-    log_path, intake_path = settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE)
-    if not (table_exists(spark, log_path) and table_exists(spark, intake_path)):
-        return 0
-    audited = spark.read.format("delta").load(intake_path).select("lineage_id", "batch_id").distinct()
+def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
+    """Changelog rows of micro-batches whose audit row never landed. Cleanup's tombstones have no
+    audit rows, by design, and stay."""
     from deltastate.maintenance.retention import CLEANUP_LINEAGE_ID
 
-    cleanup_ids = list(set(CLEANUP_LINEAGE_ID.values()))  # cleanup's tombstones have no audit rows, by design
-    orphans = (spark.read.format("delta").load(log_path).where(~F.col("lineage_id").isin([*cleanup_ids, *(keep or ())]))
-               .join(audited, ["lineage_id", "batch_id"], "left_anti")
-               .groupBy("lineage_id", "batch_id").count().collect())
-    if not orphans:
-        return 0
-    cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
-    DeltaTable.forPath(spark, log_path).delete(cond)
-    return sum(int(r["count"]) for r in orphans)
+    return _drop_unaudited(spark, settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE),
+                           tuple(sorted(set(CLEANUP_LINEAGE_ID.values()))))
 
 
 def restore_store(settings: Settings, store_name: str, *, listener: RestoreListener | None = None,
