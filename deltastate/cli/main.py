@@ -13,7 +13,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from deltastate.cli import bench_cmd, demo_cmd, job_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd, soak_cmd
+    from deltastate.cli import bench_cmd, demo_cmd, inspect_cmd, job_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd, soak_cmd
     from deltastate.cli.infra_cmd import infra
     from deltastate.cli.serve_cmd import serve as serve_command
 
@@ -25,6 +25,7 @@ def _register() -> None:
     cli.add_command(restore_cmd.restore)
     cli.add_command(soak_cmd.soak)
     cli.add_command(job_cmd.job)
+    cli.add_command(inspect_cmd.inspect)
     query_cmd.register(cli)
     from deltastate.cli.maintenance_cmd import register as register_maintenance
     register_maintenance(cli)

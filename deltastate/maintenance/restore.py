@@ -31,6 +31,7 @@ from deltastate.engine.common.lineage import load_or_create
 from deltastate.engine.common.resume import ResumePlan, save_plan
 from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.infra.spark import get_spark
+from deltastate.maintenance.inspect import record_restore_rate
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
@@ -157,6 +158,7 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
             seed_path = None  # nothing live: the new checkpoint starts empty
     save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path))
     seconds = time.monotonic() - started
+    record_restore_rate(lineage.checkpoint, restored, seconds)
     listener.on_end(restored, seconds)
     return RestoreReport(store.name, mode, version, lineage.lineage_id, lineage.epoch, restored, offsets,
                          seed_path, moved, orphans, seconds)

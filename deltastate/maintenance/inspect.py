@@ -1,0 +1,190 @@
+"""`deltastate inspect STORE`: what a store is on disk, for an operator.
+
+Read-only: the store's definition and state settings, its checkpoint (lineage, epoch, batches,
+source offsets and the lag behind the topic's end), its Spark state (rows and bytes per shard, read
+through Spark's state data source), its changelog (version, files, bytes, records, dirty ratio), the
+retained snapshots and the changelog versions they pin, its dead letters by reason, and how long a
+restore would take at the rate the last restore of this store measured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, is_windowed
+from deltastate.changelog.reader import latest_state
+from deltastate.changelog.tables import table_exists
+from deltastate.config import Settings
+from deltastate.engine.common.checkpoint_check import checkpoint_state_provider
+from deltastate.engine.common.lineage import LINEAGE_FILE
+from deltastate.engine.common.source import QUERY
+from deltastate.maintenance.stats import dirty_ratio, table_figures
+from deltastate.snapshot.catalog import read_info, read_pointer, snapshot_files, snapshot_name
+from deltastate.stores import load_store
+from deltastate.stores.definition import StoreDefinition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+RESTORE_RATE_FILE = "restore-rate.json"  # beside the checkpoint: {"records": n, "seconds": s} of the last restore
+
+
+@dataclass
+class StoreInspection:
+    store: str
+    store_type: str
+    topic: str
+    state: dict[str, Any] = field(default_factory=dict)
+    checkpoint: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+    state_shards: list[dict[str, Any]] = field(default_factory=list)
+    changelog: dict[str, Any] = field(default_factory=dict)
+    snapshots: list[dict[str, Any]] = field(default_factory=list)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    restore: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
+                  topic_ends: dict[int, int] | None = None) -> StoreInspection:
+    """topic_ends: partition -> end offset of the source topic (read from the broker when None)."""
+    store = load_store(settings, store_name)
+    checkpoint = Path(settings.checkpoint_path(store.name))
+    out = StoreInspection(store.name, store.type, store.source.topic)
+    out.state = _state(store, checkpoint)
+    out.checkpoint = _checkpoint(checkpoint)
+    committed = _committed_offsets(checkpoint / QUERY)
+    ends = topic_ends if topic_ends is not None else _topic_ends(settings, committed.get("topic") or store.source.topic)
+    offsets = committed.get("offsets", {})
+    out.source = {"topic": committed.get("topic") or store.source.topic, "committed_offsets": offsets,
+                  "end_offsets": ends,
+                  "lag": {p: max(0, ends[p] - offsets.get(p, 0)) for p in sorted(ends)}}
+    if not is_windowed(store) and out.checkpoint["committed_batch"] is not None:
+        out.state_shards = _state_shards(spark, checkpoint / QUERY)
+    out.changelog = _changelog(spark, settings, store)
+    out.snapshots = _snapshots(settings, store.name)
+    out.dead_letters = _dead_letters(spark, settings, store)
+    out.restore = _restore_estimate(checkpoint, out.changelog.get("live_keys"))
+    return out
+
+
+def _state(store: StoreDefinition, checkpoint: Path) -> dict[str, Any]:
+    if is_windowed(store):
+        return {"kept_in": "changelog", "note": "window and session state is read from the changelog"}
+    return {"kept_in": "spark state store", "provider": store.state.provider,
+            "provider_class": store.state.provider_class,
+            "checkpoint_provider_class": checkpoint_state_provider(str(checkpoint / QUERY)),
+            "settings": {k: v for k, v in store.state.spark_conf().items() if v is not None}}
+
+
+def _batches(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def _checkpoint(checkpoint: Path) -> dict[str, Any]:
+    lineage = json.loads((checkpoint / LINEAGE_FILE).read_text()) if (checkpoint / LINEAGE_FILE).is_file() else {}
+    planned, committed = _batches(checkpoint / QUERY / "offsets"), _batches(checkpoint / QUERY / "commits")
+    return {"path": str(checkpoint), "exists": checkpoint.is_dir(), "lineage_id": lineage.get("lineage_id"),
+            "epoch": lineage.get("epoch"), "planned_batch": planned[-1] if planned else None,
+            "committed_batch": committed[-1] if committed else None}
+
+
+def _committed_offsets(query: Path) -> dict[str, Any]:
+    """The end offsets of the newest committed batch, from its offset log entry (v1, metadata, one
+    line per source: {topic: {partition: next offset}})."""
+    committed = _batches(query / "commits")
+    if not committed:
+        return {}
+    lines = (query / "offsets" / str(committed[-1])).read_text().splitlines()
+    for line in lines[2:]:  # one line per source; a restored store also reads its seed (a Delta source)
+        source = json.loads(line) if line.startswith("{") else None
+        if not isinstance(source, dict) or not all(isinstance(v, dict) for v in source.values()):
+            continue
+        for topic, partitions in source.items():
+            if all(str(p).isdigit() for p in partitions):
+                return {"topic": topic, "offsets": {int(p): int(o) for p, o in partitions.items()}}
+    return {}
+
+
+def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "deltastate-inspect",
+                         "enable.auto.commit": False, "log_level": 2})
+    try:
+        meta = consumer.list_topics(topic, timeout=15)
+        found = meta.topics.get(topic)
+        if found is None or found.error is not None:
+            return {}
+        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1])
+                for p in sorted(found.partitions)}
+    finally:
+        consumer.close()
+
+
+def _state_shards(spark: SparkSession, query: Path) -> list[dict[str, Any]]:
+    """Rows per shard from Spark's state data source; bytes from the shard's checkpoint files."""
+    rows = {int(r["partition_id"]): int(r["count"]) for r in
+            spark.read.format("statestore").load(str(query)).groupBy("partition_id").count().collect()}
+    shards = []
+    for shard in sorted((p for p in (query / "state" / "0").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
+        size = sum(f.stat().st_size for f in shard.rglob("*") if f.is_file())
+        shards.append({"shard": int(shard.name), "rows": rows.get(int(shard.name), 0), "bytes": size})
+    return shards
+
+
+def _changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, Any]:
+    path = settings.table_path(store.name, CHANGELOG)
+    if not table_exists(spark, path):
+        return {"path": path, "exists": False}
+    fig = table_figures(spark, path)
+    live = latest_state(spark, settings, store, fig.version).count()
+    return {"path": path, "exists": True, "version": fig.version, "files": fig.files, "bytes": fig.bytes,
+            "records": fig.records, "live_keys": live, "dirty_ratio": round(dirty_ratio(fig.records - live, fig.records), 4)}
+
+
+def _snapshots(settings: Settings, store: str) -> list[dict[str, Any]]:
+    current = read_pointer(settings)
+    out = []
+    for version in sorted(snapshot_files(settings)):
+        info = read_info(settings.snapshots_dir / snapshot_name(version))
+        held = info.store(store)
+        out.append({"snapshot_version": version, "current": snapshot_name(version) == current,
+                    "changelog_version": None if held is None else held.changelog_version,
+                    "rows": None if held is None else held.row_count})
+    return out
+
+
+def _dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, int]:
+    path = settings.table_path(store.name, DEADLETTER)
+    if not table_exists(spark, path):
+        return {}
+    from pyspark.sql import functions as F
+
+    # A reason is "<category>: <detail>"; operators count by category.
+    by_category = (spark.read.format("delta").load(path)
+                   .groupBy(F.substring_index("reason", ":", 1).alias("category")).count().collect())
+    return {r["category"]: int(r["count"]) for r in by_category}
+
+
+def record_restore_rate(checkpoint: str, records: int, seconds: float) -> None:
+    """Kept beside the checkpoint by restore, so inspect can estimate the next one."""
+    path = Path(checkpoint) / RESTORE_RATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"records": records, "seconds": seconds}))
+
+
+def _restore_estimate(checkpoint: Path, live_keys: int | None) -> dict[str, Any]:
+    measured = checkpoint / RESTORE_RATE_FILE
+    if not measured.is_file():
+        return {"measured": False, "note": "no restore of this store measured yet (deltastate restore records one)"}
+    data = json.loads(measured.read_text())
+    rate = data["records"] / data["seconds"] if data["seconds"] > 0 else None
+    estimate = None if rate in (None, 0) or live_keys is None else round(live_keys / rate, 1)
+    return {"measured": True, "records_per_s": None if rate is None else round(rate, 1),
+            "live_keys": live_keys, "estimated_seconds": estimate}
