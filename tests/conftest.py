@@ -43,8 +43,8 @@ def broker(session_settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark(session_settings: Settings):
     """The process's Spark session (local, UI off, 2 shuffle partitions, Delta, RocksDB state). Its JVM
-    keeps the default JIT: C1 alone (what the short-lived CLI children use) made 12 integration
-    tests take 501 s instead of 354 s in this long-lived process."""
+    keeps the default JIT: C1 alone (what the short-lived CLI children use) is slower in a process
+    that runs as many batches as this one."""
     from deltastate.infra.spark import get_spark
 
     session = get_spark(session_settings, "deltastate-tests")

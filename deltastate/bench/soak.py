@@ -103,9 +103,8 @@ def _delta_batch(table: str) -> int:
 
 
 # A child runs small micro-batches for a minute or two. Its JVM spends the time loading and compiling
-# Spark's own code, and on 2 cores C2 compiles compete with the batches: C1 alone and the serial
-# collector start a `run --once` of 3,000 events in 24.5-32.3 s instead of 36.9-45.9 s
-# (bench/results.md). A long backlog wants C2 (a 2M-event batch took 58 s on C1 against 34 s).
+# Spark's own code, and on few cores C2 compiles compete with the batches, so C1 alone and the
+# serial collector start a short run sooner; a long backlog wants C2 (bench/results.md).
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 

@@ -36,14 +36,13 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
         # Delta rebuilds a table's snapshot with this many tasks (default 50): on a few cores and
-        # logs of a few thousand actions, 50 tasks cost more than the replay (measured: a two-run
-        # window-store test 123 s -> 69 s with 2).
+        # logs of a few thousand actions, 50 tasks cost more than the replay itself.
         "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
         # Delta's VACUUM lists a table's files with this many tasks, and Spark's default (10,000) is
-        # sized for clusters: on 2 cores a VACUUM of a 20-file table took 47 s with it, 4.5 s with 16.
+        # sized for clusters: on a few cores a VACUUM of a small table spends its time scheduling tasks.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(4 * settings.shuffle_partitions),
         # Window functions buffer a partition's rows; past 4,096 rows (the default) the buffer goes
-        # through a spillable sorter, which cost 3.1 s instead of 1.8 s over a 500k-row partition.
+        # through a spillable sorter, which costs more than the window itself over large partitions.
         # The in-memory buffer is not tracked by Spark's memory manager, and compaction's
         # per-segment window reads full changelog rows, so the bound stays at 128k rows per task.
         "spark.sql.windowExec.buffer.in.memory.threshold": "131072",

@@ -1,4 +1,4 @@
-"""The interactive-query REST service (issue #6): FastAPI app over versioned DuckDB snapshots.
+"""The interactive-query REST service: a FastAPI app over versioned DuckDB snapshots.
 
 app.py (factory, middleware, error handling), routes.py (endpoints), state.py (what requests
 share, the read path), snapshots.py (swaps, reference-counted), freshness.py (staleness),

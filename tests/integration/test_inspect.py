@@ -32,7 +32,7 @@ def ends(records) -> dict[int, int]:
 def test_inspect_reports_a_real_store(broker, spark, make_settings, topic):
     settings = make_settings()
     ref = new_topic(settings, broker, topic)
-    bad = [(b"p-x", b"{not json"), (b"p-y", event("p-z", 5, 1)), (None, event("p-n", 1, 1))]
+    bad = [(b"p-x", b"{not json"), (b"p-y", event("p-z", 5, 1)), (b"p-w", event("p-w", -3, 1))]
     produce(settings, topic, generated(800, 60, seed=5, tombstones=0.05) + bad, ref)
     result = run_store(settings, STORE, once=True, topic=topic)
     publish_snapshot(spark, settings)

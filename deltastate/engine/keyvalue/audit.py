@@ -176,9 +176,8 @@ def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
     The classified records are cached before the filter, and the cache is the point: Spark pushes a
     filter on `reason` below the projections that compute it, inlining every alias the reason
     reads, which repeats the JSON parses hundreds of times per record (721 `from_json` calls in the
-    optimized plan of trade_stats' four fields). A warm `--once` run over 500,000 player_stats
-    records, 500 of them bad, took 52.9 s that way and 21.6 s with the cache (13.4 s with none bad).
-    A cached relation is a leaf to the optimizer, so each record is parsed once."""
+    optimized plan of trade_stats' four fields). A cached relation is a leaf to the optimizer, so each
+    record is parsed once."""
     from deltastate.ingest.decode import classify
 
     start = json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items()}})

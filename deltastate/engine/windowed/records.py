@@ -6,9 +6,7 @@ Stream time needs every record of a source partition in offset order (kept by th
 the partition: engine/windowed/stream_time.py), and lateness needs stream time; doing both in this pass lets
 the per-partition counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
 in the cache only when it may be dead-lettered: it failed, or it is late (window stores: no window
-open), or it could be (session stores: older than stream time - grace; the merge decides). A
-micro-batch used to be cached whole first (raw bytes and all) and its events a second time with
-their windows.
+open), or it could be (session stores: older than stream time - grace; the merge decides).
 """
 
 from __future__ import annotations
