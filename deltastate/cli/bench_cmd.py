@@ -47,6 +47,22 @@ def restore(keys: int, updates: int) -> None:
         click.echo(line)
 
 
+@bench.command("memory")
+@click.option("--keys", default=10_000_000, show_default=True, type=click.IntRange(min=1), help="Keys in the store.")
+@click.option("--max-memory", "budget_mb", default=512, show_default=True, type=click.IntRange(min=1),
+              help="The store's state.max_memory, in MB.")
+def memory(keys: int, budget_mb: int) -> None:
+    """A key-value store of --keys keys under a RocksDB memory budget: state rows and resident size."""
+    from deltastate.bench.memory import run_memory_bench
+    from deltastate.infra.broker import LocalBroker
+
+    settings = load_settings()
+    if settings.uses_local_broker:
+        LocalBroker(settings).up()
+    for line in run_memory_bench(settings, keys, budget_mb, echo=click.echo).lines():
+        click.echo(line)
+
+
 @bench.command("query")
 @click.option("--keys", default=1_000_000, show_default=True, help="Keys in the generated snapshot (10000000 for 10M).")
 @click.option("--concurrency", default="1,16,64", show_default=True, help="Comma-separated client thread counts.")

@@ -12,11 +12,12 @@ options may change between runs.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 PROVIDERS = {
@@ -77,16 +78,39 @@ SPARK_NAMES = {
 assert set(SPARK_NAMES) == set(RocksDBOptions.model_fields)
 
 
+def _megabytes(value: object) -> int:
+    """'512MB', '2GB', '1024KB' or an int of MB -> MB."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*(KB|MB|GB)\s*", str(value), flags=re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 2GB)")
+    number, unit = int(match.group(1)), match.group(2).upper()
+    return {"KB": max(1, number // 1024), "MB": number, "GB": number * 1024}[unit]
+
+
 class StateSettings(BaseModel):
+    """provider, RocksDB options, and max_memory: a bound on RocksDB's memory (block cache, write
+    buffers and index blocks together), Spark's bounded memory usage. Spark shares that bound across
+    the RocksDB instances of the executor, so it is a per-process limit."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Literal[tuple(PROVIDERS)] = "rocksdb"  # type: ignore[valid-type]
+    max_memory: Annotated[int, BeforeValidator(_megabytes), Field(ge=1)] | None = None  # MB
     rocksdb: RocksDBOptions | None = None
 
     @model_validator(mode="after")
     def _options_match_provider(self) -> StateSettings:
         if self.provider != "rocksdb" and self.rocksdb is not None:
             raise ValueError(f"'rocksdb' options apply to provider rocksdb only (provider is {self.provider!r})")
+        if self.provider != "rocksdb" and self.max_memory is not None:
+            raise ValueError("max_memory bounds RocksDB's memory: it applies to provider rocksdb only")
+        if self.max_memory is not None and self.rocksdb is not None and (
+                self.rocksdb.max_memory_usage_mb is not None or self.rocksdb.bounded_memory_usage is not None):
+            raise ValueError("give max_memory or rocksdb.bounded_memory_usage/max_memory_usage_mb, not both")
         return self
 
     @property
@@ -100,6 +124,9 @@ class StateSettings(BaseModel):
         for name, suffix in SPARK_NAMES.items():
             value = getattr(options, name) if self.provider == "rocksdb" else None
             conf[ROCKSDB_PREFIX + suffix] = None if value is None else _spark_text(value)
+        if self.max_memory is not None:
+            conf[ROCKSDB_PREFIX + SPARK_NAMES["bounded_memory_usage"]] = "true"
+            conf[ROCKSDB_PREFIX + SPARK_NAMES["max_memory_usage_mb"]] = str(self.max_memory)
         return conf
 
     @contextlib.contextmanager

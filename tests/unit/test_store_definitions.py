@@ -84,6 +84,11 @@ REFUSED = [
     ("player_stats", put("state.rocksdb.max_memory_usage_mb", 512),
      ["max_memory_usage_mb takes effect only with bounded_memory_usage: true"]),
     ("player_stats", put("state.rocksdb.block_size_kb", "big"), ["state.rocksdb.block_size_kb", "'big'"]),
+    ("player_stats", put("state.max_memory", "lots"), ["state.max_memory", "not a size: 'lots'"]),
+    ("player_stats", put("state", {"provider": "memory", "max_memory": "512MB"}),
+     ["max_memory bounds RocksDB's memory: it applies to provider rocksdb only"]),
+    ("player_stats", put("state", {"max_memory": "512MB", "rocksdb": {"bounded_memory_usage": True}}),
+     ["give max_memory or rocksdb.bounded_memory_usage/max_memory_usage_mb, not both"]),
     ("player_stats", put("aggregations.games", {"op": "median"}), ["aggregations.games.op", "'count'", "'median'"]),
     ("player_stats", put("aggregations.games", {"op": "count", "field": "score"}),
      ["aggregations.games", "count reads no field"]),
@@ -170,6 +175,14 @@ def test_state_settings_map_to_sparks_keys(tmp_path):
     # every option the file does not set goes back to Spark's default for this store's query
     assert conf[ROCKSDB_PREFIX + "writeBufferSizeMB"] is None
     assert set(conf) == {PROVIDER_KEY, *(ROCKSDB_PREFIX + suffix for suffix in SPARK_NAMES.values())}
+
+
+@pytest.mark.parametrize(("given", "megabytes"), [("512MB", 512), ("2GB", 2048), ("2048KB", 2), (300, 300)])
+def test_max_memory_bounds_rocksdb(tmp_path, given, megabytes):
+    store, _ = parse(tmp_path, "player_stats", edited("player_stats", put("state", {"max_memory": given})))
+    conf = store.state.spark_conf()
+    assert conf[ROCKSDB_PREFIX + "boundedMemoryUsage"] == "true"
+    assert conf[ROCKSDB_PREFIX + "maxMemoryUsageMB"] == str(megabytes)
 
 
 def test_the_memory_provider_unsets_every_rocksdb_key():
