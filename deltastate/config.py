@@ -50,6 +50,16 @@ class Settings:
     def checkpoint_path(self, store: str) -> str:
         return f"{self.storage_root.rstrip('/')}/checkpoints/{store}"
 
+    def to_env(self) -> dict[str, str]:
+        """The environment under which load_settings() in another process gives these settings."""
+        return {"DELTASTATE_HOME": str(self.home), "DELTASTATE_STORAGE": self.storage_root,
+                "DELTASTATE_SCHEMAS": str(self.schemas_dir), "KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+                "SPARK_MASTER": self.spark_master, "DELTASTATE_BROKER_PORT": str(self.broker_port),
+                "DELTASTATE_CONTROLLER_PORT": str(self.controller_port),
+                "DELTASTATE_SHUFFLE_PARTITIONS": str(self.shuffle_partitions),
+                "DELTASTATE_SNAPSHOT_KEEP": str(self.snapshot_keep),
+                "DELTASTATE_MAX_VALUE_BYTES": str(self.max_value_bytes)}
+
     @property
     def uses_local_broker(self) -> bool:
         return self.kafka_bootstrap == f"127.0.0.1:{self.broker_port}"

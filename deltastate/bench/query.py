@@ -1,8 +1,14 @@
-"""Query benchmark: latency percentiles and throughput of get, top and range at several
-concurrencies, in-process (the service's read path without HTTP) and over HTTP (a `deltastate
-serve` subprocess), on a generated player_stats-shaped snapshot of --keys keys; plus the same point
-gets answered by Spark SQL reading a Delta table of the same rows (the "ask the database" approach
-interactive queries replace), and the ratio.
+"""Query benchmark on a generated player_stats-shaped snapshot of --keys keys:
+
+  direct      single-thread read-index latencies through Queries (get, top 100, rank) and the
+              multi-key get's keys per second;
+  in-process  get, top and range through the service's read path (lease, freshness, read) from
+              client threads, without HTTP;
+  wrk         point gets over HTTP from wrk against `deltastate serve --workers N` and against a
+              bare FastAPI app of the same worker count (the floor of the web stack), with the ratio
+              and the server's resident size;
+  spark-sql   the same point gets answered by Spark SQL reading a Delta table of the same rows (the
+              "ask the database" approach interactive queries replace), and the ratio.
 
 The snapshot is built from generated rows by the production publisher (snapshot/generated.py), not by
 Spark, so a million keys take seconds. Everything lives under <home>/bench-query, never touching the
@@ -14,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deltastate.bench.http_load import LoadCell
 from deltastate.config import Settings
 
 OPS = ("get", "top", "range")
@@ -124,51 +129,6 @@ def in_process_calls(settings: Settings, keys: int) -> tuple[dict[str, Callable[
     return {"get": get, "top": top, "range": key_range}, state.close
 
 
-def http_calls(base: str, keys: int) -> dict[str, Callable[[random.Random], bool]]:
-    import httpx
-
-    local = threading.local()
-
-    def client() -> httpx.Client:
-        if not hasattr(local, "client"):
-            local.client = httpx.Client(base_url=base, timeout=60)
-        return local.client
-
-    def get(rng: random.Random) -> bool:
-        return client().get(f"/stores/player_stats/keys/{key_of(rng.randrange(keys))}").status_code == 200
-
-    def top(rng: random.Random) -> bool:
-        return client().get("/stores/player_stats/top", params={"n": 10}).status_code == 200
-
-    def key_range(rng: random.Random) -> bool:
-        i = rng.randrange(max(1, keys - 100))
-        r = client().get("/stores/player_stats/range", params={"from": key_of(i), "to": key_of(i + 99), "limit": 100})
-        return r.status_code == 200
-
-    return {"get": get, "top": top, "range": key_range}
-
-
-def start_server(settings: Settings, port: int) -> subprocess.Popen:
-    env = {**os.environ, "DELTASTATE_HOME": str(settings.home), "DELTASTATE_STORAGE": settings.storage_root,
-           "DELTASTATE_SCHEMAS": str(settings.schemas_dir)}
-    proc = subprocess.Popen([sys.executable, "-m", "deltastate.cli.main", "serve", "--port", str(port),
-                             "--log-level", "warning"], env=env)
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise RuntimeError(f"deltastate serve exited with {proc.returncode}")
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("deltastate serve did not answer /health within 60 s")
-
-
 def spark_point_gets(settings: Settings, keys: int, gets: int) -> tuple[Cell, float]:
     """Write the snapshot's rows to a Delta table once (reused while --keys is the same), then time
     `gets` point lookups through spark.read.format("delta").where(key = ...). Returns the cell and
@@ -217,11 +177,24 @@ class QueryBench:
     build_seconds: float
     cells: list[Cell] = field(default_factory=list)
     delta_write_seconds: float | None = None
+    direct: list[str] = field(default_factory=list)  # single-thread read-index figures
+    load: list[LoadCell] = field(default_factory=list)
+    workers: int = 1
+    serve_rss_mb: float | None = None
 
     def lines(self) -> list[str]:
-        out = [f"bench query: {self.keys:,} keys (player_stats shape), {self.cores} cores; snapshot built in "
-               f"{self.build_seconds:.1f} s (DuckDB, no Spark)"]
+        out = [f"bench query: {self.keys:,} keys (player_stats shape), {self.cores} cores; snapshot and read "
+               f"index built in {self.build_seconds:.1f} s (DuckDB, no Spark)"]
+        out += self.direct
         out += [c.line() for c in self.cells]
+        out += [c.line() for c in self.load]
+        for serve in (c for c in self.load if c.target == "serve"):
+            floor = next((c for c in self.load if c.target == "floor" and c.connections == serve.connections), None)
+            if floor and floor.requests_per_s:
+                out.append(f"  c={serve.connections}: deltastate serve --workers {self.workers} at "
+                           f"{serve.requests_per_s / floor.requests_per_s:.2f}x the bare FastAPI floor")
+        if self.serve_rss_mb is not None:
+            out.append(f"  deltastate serve --workers {self.workers} resident size: {self.serve_rss_mb:,.0f} MB")
         if self.delta_write_seconds:
             out.append(f"  (Delta table for the Spark gets written once in {self.delta_write_seconds:.1f} s, untimed)")
         spark = next((c for c in self.cells if c.mode == "spark-sql"), None)
@@ -240,12 +213,65 @@ def _warm(calls: dict[str, Callable[[random.Random], bool]]) -> None:
         call(rng)
 
 
+def direct_reads(settings: Settings, keys: int, reads: int = 20_000) -> list[str]:
+    """Single-thread latencies of the read index through Queries (no service, no HTTP), and the
+    multi-key get's keys per second."""
+    from deltastate.query.reads import Queries
+
+    rng = random.Random(5)
+    out = []
+    with Queries(settings) as queries:
+        queries.get("player_stats", key_of(0))
+        for name, call in (("get", lambda: queries.get("player_stats", key_of(rng.randrange(keys)))),
+                           ("top 100", lambda: queries.top("player_stats", n=100)),
+                           ("rank", lambda: queries.rank("player_stats", key_of(rng.randrange(keys))))):
+            samples = []
+            for _ in range(reads if name != "top 100" else reads // 10):
+                t0 = time.perf_counter()
+                call()
+                samples.append((time.perf_counter() - t0) * 1e6)
+            samples.sort()
+            out.append(f"  direct     {name:<7} p50 {samples[len(samples) // 2]:8.1f} us  "
+                       f"p99 {samples[int(len(samples) * 0.99)]:8.1f} us  ({len(samples):,} reads, one thread)")
+        batch = [key_of(rng.randrange(keys)) for _ in range(1_000)]
+        started, rounds = time.perf_counter(), 50
+        for _ in range(rounds):
+            queries.get_many("player_stats", batch)
+        rate = rounds * len(batch) / (time.perf_counter() - started)
+        out.append(f"  direct     batchGet 1,000 keys: {rate:,.0f} keys/s")
+    return out
+
+
+def http_load(settings: Settings, keys: int, concurrency: tuple[int, ...], seconds: float, port: int,
+              workers: int, figures: QueryBench, echo: Callable[[str], None]) -> None:
+    """wrk against deltastate serve and the bare FastAPI floor, same worker count, same machine."""
+    from deltastate.bench import http_load as load
+
+    if not load.wrk_available():
+        echo("  wrk not installed (apt-get install wrk, or `DELTASTATE_WRK=1 bash scripts/setup.sh`): no wrk cells")
+        return
+    figures.workers = workers
+    for target in ("serve", "floor"):
+        proc = load.start_serve(settings, port, workers) if target == "serve" else load.start_floor(port, workers, keys)
+        try:
+            for c in concurrency:
+                figures.load.append(load.run_wrk(target, port, keys, c, seconds))
+                echo(figures.load[-1].line())
+            if target == "serve":
+                figures.serve_rss_mb = load.tree_rss_mb(proc.pid)
+        finally:
+            load.stop(proc)
+
+
 def run_query_bench(settings: Settings, keys: int, concurrency: tuple[int, ...], seconds: float,
                     http: bool = True, spark_gets: int = 20, port: int = 18765,
-                    echo: Callable[[str], None] = print) -> QueryBench:
+                    echo: Callable[[str], None] = print, workers: int | None = None) -> QueryBench:
     home = bench_settings(settings)
     figures = QueryBench(keys, os.cpu_count() or 1, build_snapshot(home, keys))
     echo(figures.lines()[0])
+    figures.direct = direct_reads(home, keys)
+    for line in figures.direct:
+        echo(line)
     calls, close = in_process_calls(home, keys)
     try:
         _warm(calls)
@@ -256,17 +282,7 @@ def run_query_bench(settings: Settings, keys: int, concurrency: tuple[int, ...],
     finally:
         close()
     if http:
-        server = start_server(home, port)
-        try:
-            hcalls = http_calls(f"http://127.0.0.1:{port}", keys)
-            _warm(hcalls)
-            for op in OPS:
-                for c in concurrency:
-                    figures.cells.append(drive("http", op, c, seconds, hcalls[op]))
-                    echo(figures.cells[-1].line())
-        finally:
-            server.terminate()
-            server.wait(30)
+        http_load(home, keys, concurrency, seconds, port, workers or figures.cores, figures, echo)
     if spark_gets:
         cell, written = spark_point_gets(home, keys, spark_gets)
         figures.cells.append(cell)

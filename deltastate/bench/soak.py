@@ -112,15 +112,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     """The environment under which a short-lived `deltastate` subprocess (a crash trial, a test's CLI
     run) sees exactly these settings, with a small driver JVM tuned to start fast."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
-    env.update(DELTASTATE_HOME=str(settings.home), DELTASTATE_STORAGE=settings.storage_root,
-               DELTASTATE_BROKER_PORT=str(settings.broker_port),
-               DELTASTATE_CONTROLLER_PORT=str(settings.controller_port),
-               DELTASTATE_SHUFFLE_PARTITIONS=str(settings.shuffle_partitions),
-               DELTASTATE_MAX_VALUE_BYTES=str(settings.max_value_bytes), DELTASTATE_DRIVER_MEMORY="1g",
-               DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM,
+    env.update(settings.to_env(), DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM,
                SPARK_LOCAL_DIRS=str(Path(settings.storage_root) / "spark-local"))
-    if not settings.uses_local_broker:
-        env["KAFKA_BOOTSTRAP"] = settings.kafka_bootstrap
     return env
 
 

@@ -70,12 +70,17 @@ def memory(keys: int, budget_mb: int) -> None:
 @click.option("--no-http", is_flag=True, help="Skip the HTTP measurements.")
 @click.option("--spark-gets", default=20, show_default=True, help="Point gets through Spark SQL on Delta (0: skip).")
 @click.option("--port", default=18765, show_default=True, help="Port of the benchmarked `deltastate serve`.")
-def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets: int, port: int) -> None:
-    """p50/p95/p99 and throughput of get/top/range, in-process and over HTTP, vs Spark SQL point gets."""
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Server processes of `deltastate serve` and of the floor app [default: the core count].")
+def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets: int, port: int,
+          workers: int | None) -> None:
+    """Read-index latencies, get/top/range in-process, wrk against `serve` and the bare FastAPI floor,
+    and Spark SQL point gets for comparison."""
     from deltastate.bench.query import run_query_bench
 
     levels = tuple(int(x) for x in concurrency.split(",") if x.strip())
     figures = run_query_bench(load_settings(), keys, levels, seconds, http=not no_http, spark_gets=spark_gets,
-                              port=port, echo=click.echo)
-    for line in figures.lines()[len(figures.cells) + 1:]:
+                              port=port, echo=click.echo, workers=workers)
+    click.echo("summary:")
+    for line in figures.lines():
         click.echo(line)

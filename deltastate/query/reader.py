@@ -29,6 +29,7 @@ from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.query.leases import Lease, take_lease
 from deltastate.snapshot.catalog import META_TABLE, StoreSnapshot, current_snapshot, read_store_rows
+from deltastate.snapshot.read_index import StoreIndex, load_index
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,6 +59,17 @@ class Snapshot:
     published_at: datetime | None = None  # naive UTC
     store_info: dict[str, StoreSnapshot] = field(default_factory=dict)
     lease: Lease | None = None
+    _indexes: dict[str, StoreIndex | None] = field(default_factory=dict, repr=False)
+
+    def index(self, store: str) -> StoreIndex | None:
+        """The read index of `store` in this version (query/index.py), loaded on first use; None when
+        the version has none for it (a window or session store, or a snapshot built without one)."""
+        try:
+            return self._indexes[store]
+        except KeyError:
+            found = load_index(self.path, store) if store in self.stores else None
+            self._indexes[store] = found  # two threads may both load it: the same read-only maps
+            return found
 
     def close(self) -> None:
         """Close the connection, then let retention delete the file (the order matters)."""

@@ -30,6 +30,7 @@ from deltastate.query.guard import check_read_only
 from deltastate.query.reader import Snapshot, SnapshotReader
 from deltastate.query.times import parse_time
 from deltastate.snapshot.publish import quote
+from deltastate.snapshot.read_index import StoreIndex
 from deltastate.stores import list_stores, load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -205,33 +206,66 @@ class Queries:
         marks = f"({', '.join('?' for _ in keys)})" if len(keys) > 1 else "?"
         return f" AND {tuple_sql} > {marks}", list(after)
 
+    def _index(self, snap: Snapshot, store: StoreDefinition) -> StoreIndex | None:
+        """The snapshot's read index of the store, unless newer changelog rows overlay it."""
+        if store.name not in snap.stores:
+            raise SnapshotError(f"store {store.name!r} is not in snapshot {snap.version}; "
+                                "run `deltastate snapshot publish` to include it")
+        return None if store.name in self._overlays else snap.index(store.name)
+
     # -- key-value reads -------------------------------------------------------------------------
     def get(self, store: str, key: str) -> QueryResult:
         """The key's current value row; KeyNotFoundError when the key is absent."""
+        found = self.get_many(store, [key])
+        if not found.rows:
+            raise KeyNotFoundError(store, key)
+        return found
+
+    def get_many(self, store: str, keys: Sequence[str]) -> QueryResult:
+        """The rows of the keys present, in the order asked (a key asked twice answers twice)."""
         definition = self.store(store)
         if is_windowed(definition):
             self._require_windowed(definition, "get", "key_value")
         with self.reader.snapshot() as snap:
-            result = self._run(snap, f"SELECT * FROM {self._table(snap, definition)} WHERE \"key\" = ?", [key])
-        if not result.rows:
-            raise KeyNotFoundError(store, key)
-        return result
+            index = self._index(snap, definition)
+            if index is not None:
+                found = [i for i in index.find_many(list(keys)) if i is not None]
+                rows = [index.row(found[0])] if len(found) == 1 else index.rows_at(found)
+                return QueryResult(snap.version, index.columns, rows)
+            if not keys:
+                return QueryResult(snap.version, [], [])
+            marks = ", ".join("?" for _ in dict.fromkeys(keys))
+            result = self._run(snap, f"SELECT * FROM {self._table(snap, definition)} WHERE \"key\" IN ({marks})",
+                               list(dict.fromkeys(keys)))
+        by_key = {row[KEY]: row for row in result.rows}
+        return QueryResult(result.snapshot_version, result.columns, [by_key[k] for k in keys if k in by_key])
 
     def top(self, store: str, n: int = 10, by: str | None = None) -> QueryResult:
         """The n best keys by a numeric value column (default: the store's leaderboard column)."""
         definition = self.store(store)
-        column = quote(self._order_by(definition, by))
+        name = self._order_by(definition, by)
         n = _positive("n", n, optional=False)
         with self.reader.snapshot() as snap:
+            index = self._index(snap, definition)
+            if index is not None:
+                return QueryResult(snap.version, index.columns, index.top(name, n))
             sql = (f"SELECT * FROM {self._table(snap, definition)} "
-                   f"ORDER BY {column} DESC NULLS LAST, \"key\" ASC LIMIT ?")
+                   f"ORDER BY {quote(name)} DESC NULLS LAST, \"key\" ASC LIMIT ?")
             return self._run(snap, sql, [n])
 
     def rank(self, store: str, key: str, by: str | None = None) -> QueryResult:
         """One row {rank, key, <by>}: the key's 1-based position in the top ordering."""
         definition = self.store(store)
-        column = quote(self._order_by(definition, by))
+        name = self._order_by(definition, by)
+        column = quote(name)
         with self.reader.snapshot() as snap:
+            index = self._index(snap, definition)
+            if index is not None:
+                i = index.find(key)
+                if i is None:
+                    raise KeyNotFoundError(store, key)
+                row = {"rank": index.rank(name, i), KEY: key, name: index.row(i)[name]}
+                return QueryResult(snap.version, list(row), [row])
             sql = (f"SELECT rank, \"key\", {column} FROM (SELECT \"key\", {column}, row_number() OVER "
                    f"(ORDER BY {column} DESC NULLS LAST, \"key\" ASC) AS rank FROM {self._table(snap, definition)}) "
                    "WHERE \"key\" = ?")

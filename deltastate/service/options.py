@@ -48,5 +48,14 @@ class ServiceOptions:
                    staleness_cache_s=number("DELTASTATE_STALENESS_CACHE", cls.staleness_cache_s, float),
                    worker_threads=int(number("DELTASTATE_SERVICE_THREADS", cls.worker_threads, int)))
 
+    def to_env(self) -> dict[str, str]:
+        """The environment from which from_env() gives these options (for worker processes)."""
+        env = {"DELTASTATE_SQL_TIMEOUT": str(self.sql_timeout_s), "DELTASTATE_SQL_MAX_ROWS": str(self.sql_max_rows),
+               "DELTASTATE_PAGE_MAX": str(self.page_max), "DELTASTATE_STALENESS_CACHE": str(self.staleness_cache_s),
+               "DELTASTATE_SERVICE_THREADS": str(self.worker_threads)}
+        if self.api_token:
+            env["DELTASTATE_API_TOKEN"] = self.api_token
+        return env
+
 
 __all__ = ["ServiceOptions"]

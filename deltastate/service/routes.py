@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from deltastate.changelog.layout import store_key_columns
+from deltastate.changelog.layout import KEY, store_key_columns
 from deltastate.ingest.partitioner import partition_for
 from deltastate.query.errors import ParameterError
 from deltastate.query.reads import QueryResult
@@ -103,6 +103,25 @@ def get_key(request: Request, store: Store, key: Key, options: Options) -> Respo
     """The key's value (Kafka Streams ReadOnlyKeyValueStore.get); 404 when absent."""
     with state_of(request).reading([store], options) as reading:
         return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+
+
+BATCH_GET_MAX = 1_000
+
+
+class BatchGetRequest(BaseModel):
+    keys: list[str] = Field(min_length=1, max_length=BATCH_GET_MAX,
+                            description=f"The keys to read, at most {BATCH_GET_MAX:,}; answered in this order")
+
+
+@router.post("/stores/{store}/keys:batchGet", tags=["key-value"])
+def batch_get(request: Request, store: Store, body: Annotated[BatchGetRequest, Body()], options: Options) -> Response:
+    """Many keys in one request, from one snapshot: the rows found in the order asked, and the keys
+    missing."""
+    with state_of(request).reading([store], options) as reading:
+        result = reading.queries.get_many(store, body.keys)
+        found = {row[KEY] for row in result.rows}
+        return _answer(reading, {"store": store, **_rows(result),
+                                 "missing": [k for k in dict.fromkeys(body.keys) if k not in found]})
 
 
 @router.get("/stores/{store}/range", tags=["key-value"])

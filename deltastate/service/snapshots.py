@@ -13,6 +13,7 @@ it (the standby-replica behaviour of KIP-535); staleness says by how much it tra
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.query.errors import SnapshotNotRetainedError
 from deltastate.query.reader import OPEN_ATTEMPTS, Snapshot, open_snapshot
-from deltastate.snapshot.catalog import current_snapshot, read_info, snapshot_files
+from deltastate.snapshot.catalog import CURRENT, current_snapshot, read_info, snapshot_files
 
 
 class _Handle:
@@ -35,6 +36,24 @@ class _Handle:
         self.cursor_lock = threading.Lock()
 
 
+class _LazyCursor:
+    """A request's DuckDB cursor, opened on first use: reads answered by the read index never need one."""
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        self._cursor = None
+
+    def __getattr__(self, name: str):
+        if self._cursor is None:
+            with self._handle.cursor_lock:
+                self._cursor = self._handle.snapshot.con.cursor()
+        return getattr(self._cursor, name)
+
+    def release(self) -> None:
+        if self._cursor is not None:
+            self._cursor.close()
+
+
 class SnapshotPool:
     """Leases snapshots to requests. Thread-safe."""
 
@@ -44,6 +63,7 @@ class SnapshotPool:
         self._lock = threading.Lock()
         self._current: _Handle | None = None
         self._published: dict[str, datetime] = {}  # file name -> published_at (files are immutable)
+        self._pointer_cache: tuple[tuple[int, int, int], Path] | None = None
         self.swaps = 0
 
     # -- reference counting ------------------------------------------------------------------------
@@ -58,7 +78,7 @@ class SnapshotPool:
         """The handle of the snapshot CURRENT names, with one more reference taken for the caller."""
         last_error: Exception | None = None
         for _ in range(OPEN_ATTEMPTS):
-            path = current_snapshot(self.settings)  # SnapshotError when nothing is published
+            path = self._pointer()  # SnapshotError when nothing is published
             with self._lock:
                 held = self._current
                 if held is not None and held.snapshot.path.name == path.name:
@@ -87,6 +107,21 @@ class SnapshotPool:
                     self._on_swap(fresh.snapshot.version, None if drop is None else drop.snapshot.version)
             return keep
         raise SnapshotError(f"could not open the current snapshot after {OPEN_ATTEMPTS} attempts: {last_error}")
+
+    def _pointer(self) -> Path:
+        """The file CURRENT names. CURRENT is replaced (a new inode) at every publish, so while its
+        stat is unchanged the file it names is too, and a request costs one stat, not a read."""
+        try:
+            stat = os.stat(self.settings.snapshots_dir / CURRENT)
+        except FileNotFoundError:
+            return current_snapshot(self.settings)  # raises the no-snapshot error
+        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._pointer_cache
+        if cached is not None and cached[0] == seen:
+            return cached[1]
+        path = current_snapshot(self.settings)
+        self._pointer_cache = (seen, path)
+        return path
 
     def _retained_handle(self, version: int) -> _Handle:
         files = snapshot_files(self.settings)
@@ -135,12 +170,11 @@ class SnapshotPool:
         """The current snapshot (or a retained version), with a private cursor, for one request."""
         handle = self._current_handle() if version is None else self._retained_handle(version)
         try:
-            with handle.cursor_lock:
-                cursor = handle.snapshot.con.cursor()
+            cursor = _LazyCursor(handle)
             try:
                 yield dataclasses.replace(handle.snapshot, con=cursor, lease=None)
             finally:
-                cursor.close()
+                cursor.release()
         finally:
             self._release(handle)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ LOCK_FILE = ".publish.lock"
 META_TABLE = "_snapshot"
 STORES_TABLE = "_snapshot_stores"
 TEMP_MARK = ".tmp-"
+INDEX_SUFFIX = ".index"  # <snapshot file name>.index/: the version's read index (snapshot/read_index.py)
 _NAME = re.compile(r"^snapshot-(\d{6,})\.duckdb$")
 
 META_DDL = f"CREATE TABLE {META_TABLE} (snapshot_version BIGINT NOT NULL, published_at TIMESTAMP NOT NULL)"
@@ -201,8 +203,15 @@ def prune(settings: Settings, keep: int) -> list[Path]:
     pointer = read_pointer(settings)
     versions = list(snapshot_files(settings).items())
     doomed = [p for _, p in versions[: max(0, len(versions) - max(1, keep))] if p.name != pointer]
-    doomed += [p for p in folder.iterdir() if TEMP_MARK in p.name]
-    return [path for path in doomed if _unlink_unless_read(path)]
+    doomed += [p for p in folder.iterdir() if TEMP_MARK in p.name and p.is_file()]
+    removed = [path for path in doomed if _unlink_unless_read(path)]
+    # Read indexes go with their file; a crashed publish's index folders go too.
+    for path in folder.iterdir():
+        if path.is_dir() and path.name.endswith(INDEX_SUFFIX) and (
+                TEMP_MARK in path.name or not (folder / path.name.removesuffix(INDEX_SUFFIX)).exists()):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _unlink_unless_read(path: Path) -> bool:

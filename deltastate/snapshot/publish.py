@@ -55,6 +55,7 @@ from deltastate.snapshot.catalog import (
     snapshot_name,
     write_pointer,
 )
+from deltastate.snapshot.read_index import build_read_index, index_dir, remove_index
 from deltastate.stores import list_stores, load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -243,6 +244,10 @@ def publish_built(settings: Settings, build: StoreBuilder, *, check: CandidateCh
                 os.fsync(fh.fileno())
             if check is not None:
                 check(read_info(tmp))
+            declared = set(list_stores(settings))
+            build_read_index(tmp, [load_store(settings, s.store) for s in built if s.store in declared],
+                             index_dir(tmp))
+            os.replace(index_dir(tmp), index_dir(final))  # the index first: a promoted file has its index
             os.replace(tmp, final)
             fsync_dir(folder)
         except duckdb.Error as exc:
@@ -250,6 +255,7 @@ def publish_built(settings: Settings, build: StoreBuilder, *, check: CandidateCh
         finally:
             for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
                 leftover.unlink(missing_ok=True)
+            remove_index(tmp)
         write_pointer(settings, final.name)
         prune(settings, settings.snapshot_keep)
         return read_info(final, current=True)  # under the lock: another publish could prune it
