@@ -4,7 +4,7 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 UV := uv run --frozen
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-unit bench soak clean down airflow
+.PHONY: setup demo test test-unit bench bench-query soak clean down airflow
 
 setup:            ## install uv, the locked environment, jars and Spark functions
 	bash scripts/setup.sh
@@ -23,6 +23,10 @@ test-unit: setup  ## pure functions only
 
 bench: setup      ## ingest benchmark (printed figures)
 	$(UV) deltastate bench ingest
+
+bench-query: export DELTASTATE_WRK := 1
+bench-query: setup  ## query service: read index, wrk against `serve` and the bare FastAPI floor (printed figures)
+	$(UV) deltastate bench query
 
 soak: setup       ## 20 kill -9 trials, then the long test variants (60 s of readers during publishes)
 	$(UV) deltastate soak crash --trials 20

@@ -23,4 +23,10 @@ if [ "${browser//[[:space:]]/}" = 1 ] && ! { command -v chromium >/dev/null && c
   echo "setup: installing chromium and chromium-driver (apt-get)" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# The query bench drives the service with wrk; `make bench-query` sets DELTASTATE_WRK=1.
+wrk_wanted="${DELTASTATE_WRK:-0}"
+if [ "${wrk_wanted//[[:space:]]/}" = 1 ] && ! command -v wrk >/dev/null; then
+  echo "setup: installing wrk (apt-get)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+fi
 uv run --frozen deltastate infra setup

@@ -2,8 +2,8 @@
 published every second: zero errors, and every answer is consistent with exactly one snapshot
 version, namely the one it names; afterwards retention removes every file beyond the kept ones.
 
-The snapshots are written straight into DuckDB through the snapshot catalog (temp file, rename,
-CURRENT swap, keep-K retention: the publisher's own steps) rather than by Spark, whose publish takes
+The snapshots are built from generated rows by the production publisher (candidate, read index,
+rename, CURRENT swap, keep-K retention) rather than from changelogs by Spark, whose publish takes
 several seconds on this 2-core machine; the Spark publish path and its pick-up by a running service
 are covered by test_service_contract.py.
 
