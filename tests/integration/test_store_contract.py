@@ -1,6 +1,7 @@
 """One contract, every store type: what Kafka Streams users may rely on whatever the store.
 
-It runs once per type (key-value, window, session). pulse_counts, the other window store, shares
+It runs once per type (key-value, window, session), and the key-value store once per state provider
+(rocksdb, memory). pulse_counts, the other window store, shares
 trade_stats' code path; its null-value deletes and checkouts are compared with the reference in
 test_windowed_stores.py.
 
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import uuid
 from dataclasses import dataclass, field
 
 import pytest
+import yaml
 from support.local_infra import make_home
 from support.store_checks import assert_resumes_from_newest_audit_row
 
@@ -60,6 +63,8 @@ def entries(settings, store: str, key: str) -> list[dict]:
 
 
 ONE_STORE_PER_TYPE = ["player_stats", "trade_stats", "user_sessions"]
+# Every store type once, and the key-value store once more on the other state provider.
+CONTRACT_RUNS = [("player_stats", "rocksdb"), ("player_stats", "memory"), ("trade_stats", None), ("user_sessions", None)]
 
 
 @dataclass
@@ -75,11 +80,19 @@ class ContractRun:
     restarted: list[dict] = field(default_factory=list)  # a's entries after an event past its delete
 
 
-@pytest.fixture(scope="class", params=ONE_STORE_PER_TYPE)
+@pytest.fixture(scope="class", params=CONTRACT_RUNS, ids=[f"{s}-{p}" if p else s for s, p in CONTRACT_RUNS])
 def contract(request, broker, spark, session_settings, tmp_path_factory) -> ContractRun:
-    store = request.param
+    store, provider = request.param
     home = make_home(tmp_path_factory.mktemp(f"contract-{store}"))
     settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
+    if provider is not None:  # the store's definition with this state provider
+        schemas = home / "schemas"
+        shutil.copytree(session_settings.schemas_dir, schemas)
+        definition = yaml.safe_load((schemas / "stores" / f"{store}.yaml").read_text())
+        definition["state"] = {"provider": provider}
+        (schemas / "stores" / f"{store}.yaml").write_text(yaml.safe_dump(definition))
+        settings = dataclasses.replace(settings, schemas_dir=schemas)
+        assert load_store(settings, store).state.provider == provider
     topic = f"t-{uuid.uuid4().hex[:10]}"
     assert ensure_topic(broker, topic, 4)
     run = ContractRun(store, settings)
