@@ -98,8 +98,11 @@ def start_serve(settings: Settings, port: int, workers: int) -> subprocess.Popen
     return proc
 
 
+FLOOR_KEYS = 1_000_000  # the floor's dict: a Python dict of 10M entries would cost gigabytes per worker
+
+
 def start_floor(port: int, workers: int, keys: int) -> subprocess.Popen:
-    env = {**os.environ, "DELTASTATE_FLOOR_KEYS": str(min(keys, 1_000_000))}
+    env = {**os.environ, "DELTASTATE_FLOOR_KEYS": str(min(keys, FLOOR_KEYS))}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "deltastate.bench.floor_app:app", "--port", str(port),
                              "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
                             env=env, start_new_session=True)

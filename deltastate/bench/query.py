@@ -254,8 +254,9 @@ def http_load(settings: Settings, keys: int, concurrency: tuple[int, ...], secon
     for target in ("serve", "floor"):
         proc = load.start_serve(settings, port, workers) if target == "serve" else load.start_floor(port, workers, keys)
         try:
+            asked = keys if target == "serve" else min(keys, load.FLOOR_KEYS)
             for c in concurrency:
-                figures.load.append(load.run_wrk(target, port, keys, c, seconds))
+                figures.load.append(load.run_wrk(target, port, asked, c, seconds))
                 echo(figures.load[-1].line())
             if target == "serve":
                 figures.serve_rss_mb = load.tree_rss_mb(proc.pid)
