@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.query.leases import Lease, take_lease
-from deltastate.snapshot.catalog import META_TABLE, StoreSnapshot, current_snapshot, read_store_rows
+from deltastate.snapshot.catalog import META_TABLE, CurrentPointer, StoreSnapshot, read_store_rows
 from deltastate.snapshot.read_index import StoreIndex, load_index
 
 if TYPE_CHECKING:
@@ -133,13 +133,14 @@ class SnapshotReader:
         # Weak: a thread that ends drops its connection (and with it any pruned file it kept alive).
         self._opened: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._pointer = CurrentPointer(settings)
 
     def _resolve(self) -> Snapshot:
         import duckdb
 
         last_error: Exception | None = None
         for _ in range(OPEN_ATTEMPTS):
-            path = current_snapshot(self.settings)
+            path = self._pointer.resolve()
             cached: Snapshot | None = getattr(self._local, "snapshot", None)
             try:
                 if cached is not None and cached.identity == _identity(path):

@@ -13,7 +13,6 @@ it (the standby-replica behaviour of KIP-535); staleness says by how much it tra
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +23,7 @@ from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.query.errors import SnapshotNotRetainedError
 from deltastate.query.reader import OPEN_ATTEMPTS, Snapshot, open_snapshot
-from deltastate.snapshot.catalog import CURRENT, current_snapshot, read_info, snapshot_files
+from deltastate.snapshot.catalog import CurrentPointer, read_info, snapshot_files
 
 
 class _Handle:
@@ -63,7 +62,7 @@ class SnapshotPool:
         self._lock = threading.Lock()
         self._current: _Handle | None = None
         self._published: dict[str, datetime] = {}  # file name -> published_at (files are immutable)
-        self._pointer_cache: tuple[tuple[int, int, int], Path] | None = None
+        self._pointer = CurrentPointer(settings)
         self.swaps = 0
 
     # -- reference counting ------------------------------------------------------------------------
@@ -78,7 +77,7 @@ class SnapshotPool:
         """The handle of the snapshot CURRENT names, with one more reference taken for the caller."""
         last_error: Exception | None = None
         for _ in range(OPEN_ATTEMPTS):
-            path = self._pointer()  # SnapshotError when nothing is published
+            path = self._pointer.resolve()  # SnapshotError when nothing is published
             with self._lock:
                 held = self._current
                 if held is not None and held.snapshot.path.name == path.name:
@@ -107,21 +106,6 @@ class SnapshotPool:
                     self._on_swap(fresh.snapshot.version, None if drop is None else drop.snapshot.version)
             return keep
         raise SnapshotError(f"could not open the current snapshot after {OPEN_ATTEMPTS} attempts: {last_error}")
-
-    def _pointer(self) -> Path:
-        """The file CURRENT names. CURRENT is replaced (a new inode) at every publish, so while its
-        stat is unchanged the file it names is too, and a request costs one stat, not a read."""
-        try:
-            stat = os.stat(self.settings.snapshots_dir / CURRENT)
-        except FileNotFoundError:
-            return current_snapshot(self.settings)  # raises the no-snapshot error
-        seen = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-        cached = self._pointer_cache
-        if cached is not None and cached[0] == seen:
-            return cached[1]
-        path = current_snapshot(self.settings)
-        self._pointer_cache = (seen, path)
-        return path
 
     def _retained_handle(self, version: int) -> _Handle:
         files = snapshot_files(self.settings)

@@ -155,6 +155,28 @@ def current_snapshot(settings: Settings) -> Path:
     return path
 
 
+class CurrentPointer:
+    """The file CURRENT names, read again only when CURRENT changes: a publish replaces it (a new
+    inode), so while its stat is unchanged the file it names is too, and a read costs one stat."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._seen: tuple[tuple[int, int, int], Path] | None = None
+
+    def resolve(self) -> Path:
+        try:
+            stat = os.stat(self.settings.snapshots_dir / CURRENT)
+        except FileNotFoundError:
+            return current_snapshot(self.settings)  # raises the no-snapshot error
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        seen = self._seen
+        if seen is not None and seen[0] == key:
+            return seen[1]
+        path = current_snapshot(self.settings)
+        self._seen = (key, path)
+        return path
+
+
 def current_version(settings: Settings) -> int | None:
     name = read_pointer(settings)
     return None if name is None else version_of(name)
