@@ -255,6 +255,7 @@ def http_load(settings: Settings, keys: int, concurrency: tuple[int, ...], secon
         proc = load.start_serve(settings, port, workers) if target == "serve" else load.start_floor(port, workers, keys)
         try:
             asked = keys if target == "serve" else min(keys, load.FLOOR_KEYS)
+            load.run_wrk(target, port, asked, 16, 3)  # untimed: every worker opens its snapshot and maps its index
             for c in concurrency:
                 figures.load.append(load.run_wrk(target, port, asked, c, seconds))
                 echo(figures.load[-1].line())
