@@ -187,7 +187,9 @@ def _getter(column: pa.ChunkedArray) -> Callable[[int], Any]:
     of the mapped buffer for integers, floats and timestamps without nulls (much cheaper per value)."""
     import pyarrow as pa
 
-    array = column.combine_chunks()
+    # The index holds one record batch: its one chunk is a view of the mapped file (combine_chunks
+    # would copy the whole column into memory).
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     kind = array.type
     plain = array.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind) or (
         pa.types.is_timestamp(kind) and kind.tz is None and kind.unit == "us"))
