@@ -48,6 +48,11 @@ BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
     (SEGMENT, "bigint"),
 )
 
+# Why a delete was written, in the changelog of an LRU store (max_entries): 'evicted' when the store
+# dropped the least recently updated key to make room, null for a tombstone from the source.
+DELETE_REASON = "reason"
+REASON_EVICTED = "evicted"
+
 DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),
     ("topic", "string"),
@@ -108,8 +113,9 @@ def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     windowed = is_windowed(store)
     window = list(WINDOW_COLUMNS) if windowed else []
     events = [(EVENTS, "bigint")] if windowed else []
+    reason = [(DELETE_REASON, "string")] if store.max_entries is not None else []
     return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields] + events
-            + list(BOOKKEEPING_COLUMNS))
+            + list(BOOKKEEPING_COLUMNS) + reason)
 
 
 def ddl(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> str:

@@ -32,6 +32,9 @@ def fingerprint(store: StoreDefinition) -> dict[str, Any]:
             "size_ms": store.window.size_ms, "advance_ms": store.window.advance_ms, "grace_ms": store.window.grace_ms},
         "session": None if store.session is None else {
             "gap_ms": store.session.gap_ms, "grace_ms": store.session.grace_ms},
+        # Which keys an LRU store evicts depends on its bound. A definition recorded without the
+        # key reads None, as does a store that keeps every key.
+        "max_entries": store.max_entries,
     }
 
 

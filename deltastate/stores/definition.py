@@ -113,6 +113,9 @@ class StoreDefinition:
     window: WindowSpec | None = None
     session: SessionSpec | None = None
     tombstone_rule: TombstoneRule = TombstoneRule()
+    # LRU key-value store (Kafka Streams' Stores.lruMap): at most max_entries keys, split over the
+    # source partitions (see lru_capacity); None keeps every key.
+    max_entries: int | None = None
 
     @property
     def key_field(self) -> str:
@@ -127,6 +130,15 @@ class StoreDefinition:
             if f.name == name:
                 return f
         raise KeyError(name)
+
+    def lru_capacity(self, partition: int) -> int:
+        """How many keys source partition `partition` may hold: max_entries split evenly over the
+        declared partitions, the remainder to the lowest ones, so the partitions hold max_entries in all.
+        A key lives in one partition (Kafka's key partitioning), so each partition evicts on its own."""
+        if self.max_entries is None:
+            raise ValueError(f"store {self.name!r} keeps every key (no max_entries)")
+        parts = self.source.partitions
+        return self.max_entries // parts + (1 if partition % parts < self.max_entries % parts else 0)
 
     @property
     def numeric_columns(self) -> tuple[str, ...]:

@@ -128,6 +128,7 @@ def _build(schemas_dir: Path, name: str, model: StoreFileModel) -> StoreDefiniti
         state=model.state or DEFAULT_STATE,
         leaderboard_default_by=leaderboard_by,
         ttl_ms=model.ttl,
+        max_entries=model.max_entries,
         window=None if model.window is None else WindowSpec(
             model.window.size, model.window.advance or model.window.size, model.window.grace, model.window.retention),
         session=None if model.session is None else SessionSpec(

@@ -117,6 +117,7 @@ class StoreFileModel(Strict):
     changelog: ChangelogModel = ChangelogModel()
     state: StateSettings | None = None
     ttl: DurationMs | None = None
+    max_entries: int | None = Field(None, ge=1)
     window: WindowModel | None = None
     session: SessionModel | None = None
 
@@ -133,9 +134,15 @@ class StoreFileModel(Strict):
             if self.state is not None:
                 raise ValueError("'state' applies to key_value stores only: window and session stores keep "
                                  "their state in the changelog, not in a Spark state store")
+            if self.max_entries is not None:
+                raise ValueError("'max_entries' applies to key_value stores only: window and session stores are "
+                                 "bounded by their retention")
             if self.ttl is not None:
                 raise ValueError("'ttl' applies to key_value stores only: window and session stores expire "
                                  "by their retention")
+        if self.max_entries is not None and self.max_entries < self.source.partitions:
+            raise ValueError(f"max_entries ({self.max_entries}) must be at least source.partitions "
+                             f"({self.source.partitions}): each partition keeps max_entries / partitions keys")
         if isinstance(self.tombstone, FieldTombstoneModel) and self.type == "key_value":
             raise ValueError("a field tombstone rule is only available to window and session stores")
         return self

@@ -162,6 +162,51 @@ def expected(records: Iterable[Record], max_value_bytes: int = 65_536) -> Expect
     return out
 
 
+@dataclass
+class ExpectedLRU(Expected):
+    """The LRU store (max_entries) after every record: state, and the keys whose latest change is an
+    eviction (their changelog record is a delete with reason 'evicted')."""
+
+    evicted: set[str] = field(default_factory=set)
+
+
+def expected_lru(records: Iterable[Record], capacity: Callable[[int], int],
+                 max_value_bytes: int = 65_536) -> ExpectedLRU:
+    """The store bounded per partition: partition p holds at most capacity(p) players. A record for
+    a player p does not hold, when p is full, first evicts the player whose latest applied record
+    is the oldest in p; the evicted player starts afresh on its next record."""
+    out = ExpectedLRU()
+    held: dict[int, dict[str, dict[str, int]]] = {}
+    updated: dict[str, int] = {}  # player -> offset of its latest applied event
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out.records_in += 1
+        if category(rec.key, rec.value, max_value_bytes) is not None:
+            out.dead_lettered += 1
+            continue
+        out.applied += 1
+        player = rec.key.decode("utf-8")  # type: ignore[union-attr]
+        players = held.setdefault(rec.partition, {})
+        out.evicted.discard(player)
+        if rec.value is None:
+            out.tombstones += 1
+            players.pop(player, None)
+            continue
+        if player not in players and len(players) >= capacity(rec.partition):
+            oldest = min(players, key=lambda p: updated[p])
+            del players[oldest]
+            out.evicted.add(oldest)
+        event = json.loads(rec.value)
+        stats = players.setdefault(player, {"games": 0, "total_score": 0, "best_score": event["score"],
+                                            "last_played": event["ts"]})
+        stats["games"] += 1
+        stats["total_score"] += event["score"]
+        stats["best_score"] = max(stats["best_score"], event["score"])
+        stats["last_played"] = max(stats["last_played"], event["ts"])
+        updated[player] = rec.offset
+    out.state = {player: stats for players in held.values() for player, stats in players.items()}
+    return out
+
+
 def ranking(state: dict[str, dict[str, int]], by: str = "total_score") -> list[str]:
     """Keys ordered like the store's leaderboard: `by` descending, then key ascending."""
     return sorted(state, key=lambda k: (-state[k][by], k))
@@ -175,5 +220,5 @@ def rank_of(state: dict[str, dict[str, int]], key: str, by: str = "total_score")
     return ranking(state, by).index(key) + 1
 
 
-__all__ = ["CATEGORIES", "Expected", "Record", "ReferenceTopic", "VALUE_FIELDS", "category", "expected",
-           "rank_of", "ranking", "top"]
+__all__ = ["CATEGORIES", "Expected", "ExpectedLRU", "Record", "ReferenceTopic", "VALUE_FIELDS", "category",
+           "expected", "expected_lru", "rank_of", "ranking", "top"]

@@ -54,6 +54,7 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
          .otherwise(F.col("kafka_timestamp")).alias("event_time"),
         F.current_timestamp().alias("write_time"),
         F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
+        *([F.col(layout.DELETE_REASON)] if store.max_entries is not None else []),
     )
 
 
