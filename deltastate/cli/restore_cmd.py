@@ -30,7 +30,8 @@ class _ProgressListener:
 def restore(store: str) -> None:
     """Rebuild STORE's checkpoint from its changelog and record where the next run resumes.
 
-    Stop the store's stream first. The old checkpoint folder is kept beside the new one."""
+    Stop the store's stream first. The old checkpoint folder is kept beside the new one. A store
+    without changelog (changelog.enabled: false) is rebuilt by replaying its source topic instead."""
     from deltastate.maintenance.restore import restore_store
 
     report = restore_store(load_settings(), store, listener=_ProgressListener())
@@ -38,6 +39,9 @@ def restore(store: str) -> None:
         click.echo(f"old checkpoint moved to {report.moved_checkpoint}")
     if report.orphans:
         click.echo(f"removed {report.orphans} dead letters and changelog rows of batches without an audit row")
+    if report.mode == "replay":
+        click.echo(f"{store} keeps no changelog: the next run replays the topic from its earliest offsets; "
+                   f"{report.cleared} audit rows and dead letters were deleted to start over with it")
     offsets = ", ".join(f"{p}:{o}" for p, o in sorted(report.starting_offsets.items())) or "earliest"
     click.echo(f"{store}: new lineage {report.lineage_id} (epoch {report.epoch}); the next run resumes at "
                f"offsets {offsets}; run `deltastate run {store}`")

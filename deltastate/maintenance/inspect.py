@@ -69,14 +69,18 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
     out.changelog = _changelog(spark, settings, store)
     out.snapshots = _snapshots(settings, store.name)
     out.dead_letters = _dead_letters(spark, settings, store)
-    out.restore = _restore_estimate(checkpoint, out.changelog.get("live_keys"))
+    out.restore = (_restore_estimate(checkpoint, out.changelog.get("live_keys")) if store.changelog.enabled
+                   else {"measured": False, "mode": "replay", "note": UNLOGGED_NOTE})
     return out
 
 
 def _state(store: StoreDefinition, checkpoint: Path) -> dict[str, Any]:
     if is_windowed(store):
         return {"kept_in": "changelog", "note": "window and session state is read from the changelog"}
-    return {"kept_in": "spark state store", "provider": store.state.provider,
+    lru = {} if store.max_entries is None else {
+        "max_entries": store.max_entries,
+        "per_partition": [store.lru_capacity(p) for p in range(store.source.partitions)]}
+    return {"kept_in": "spark state store", "provider": store.state.provider, **lru,
             "provider_class": store.state.provider_class,
             "checkpoint_provider_class": checkpoint_state_provider(str(checkpoint / QUERY)),
             "settings": {k: v for k, v in store.state.spark_conf().items() if v is not None}}
@@ -138,8 +142,15 @@ def _state_shards(spark: SparkSession, query: Path) -> list[dict[str, Any]]:
     return shards
 
 
+UNLOGGED_NOTE = ("changelog.enabled: false: the state lives only in the Spark state store; restore replays "
+                 "the source topic (records past the topic's retention are lost), fresh reads are refused, "
+                 "snapshots read the state store")
+
+
 def _changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, Any]:
     path = settings.table_path(store.name, CHANGELOG)
+    if not store.changelog.enabled:
+        return {"path": path, "enabled": False, "note": UNLOGGED_NOTE}
     if not table_exists(spark, path):
         return {"path": path, "exists": False}
     fig = table_figures(spark, path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-RestoreMode = Literal["full", "partial"]
+RestoreMode = Literal["full", "partial", "replay"]
 
 
 class RestoreListener(Protocol):

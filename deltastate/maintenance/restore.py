@@ -10,6 +10,11 @@ checkpoint with a new lineage and the next epoch; record that the new query resu
 highest offset the audit holds per partition. The next `deltastate run` seeds its state from the
 table and reads Kafka from there: no event is lost and none is counted twice. Window and session
 stores need no seed: their state is the changelog itself.
+
+A store without changelog (changelog.enabled: false) has nothing to restore from: its restore is a
+replay. The new checkpoint reads the source topic from its earliest offsets, and the audit and dead
+letters start over with it (their old rows are deleted), so they describe the one pass that built
+the state; records the topic no longer holds (its retention) are missing from the state and the audit.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class RestoreReport:
     moved_checkpoint: str | None = None  # where the old checkpoint folder went
     orphans: int = 0  # dead letters and changelog rows of batches whose audit row never landed, removed
     seconds: float = 0.0
+    cleared: int = 0  # a replay: audit rows and dead letters deleted so that they start over with it
 
 
 def _move_aside(checkpoint: str) -> str | None:
@@ -143,6 +149,8 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     ensure_tables(spark, settings, store)
     moved = _move_aside(settings.checkpoint_path(store.name))
     version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+    if not store.changelog.enabled:
+        return _replay(spark, settings, store, moved, listener, started)
     mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
     orphans = drop_orphan_dead_letters(spark, settings, store)
@@ -162,3 +170,20 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     listener.on_end(restored, seconds)
     return RestoreReport(store.name, mode, version, lineage.lineage_id, lineage.epoch, restored, offsets,
                          seed_path, moved, orphans, seconds)
+
+
+def _replay(spark: SparkSession, settings: Settings, store: StoreDefinition, moved: str | None,
+            listener: RestoreListener, started: float) -> RestoreReport:
+    """A store without changelog: a new checkpoint that replays the topic from its earliest offsets."""
+    listener.on_start(store.name, None, "replay")
+    cleared = 0
+    for table in (INTAKE, DEADLETTER):
+        path = settings.table_path(store.name, table)
+        cleared += spark.read.format("delta").load(path).count()
+        DeltaTable.forPath(spark, path).delete()
+    lineage = load_or_create(spark, settings, store)
+    save_plan(lineage.checkpoint, ResumePlan({}, None))
+    seconds = time.monotonic() - started
+    listener.on_end(0, seconds)
+    return RestoreReport(store.name, "replay", None, lineage.lineage_id, lineage.epoch, 0, {}, None, moved,
+                         seconds=seconds, cleared=cleared)

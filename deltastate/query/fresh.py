@@ -22,7 +22,7 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, st
 from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
-from deltastate.query.errors import FreshReadError
+from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.reader import Snapshot
 from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.snapshot.publish import quote
@@ -57,6 +57,9 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     import duckdb
     import pyarrow.parquet as pq
 
+    if not store.changelog.enabled:
+        raise ParameterError("fresh", f"store {store.name!r} keeps no changelog (changelog.enabled: false): only "
+                                      "its published snapshot can be read")
     info = snap.store_info.get(store.name)
     held = None if info is None else info.changelog_version
     table_path = settings.table_path(store.name, CHANGELOG)

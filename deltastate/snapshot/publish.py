@@ -3,7 +3,8 @@
 Steps, under an exclusive lock so publishers run one at a time:
  1. build the candidate: version = newest published version + 1; snapshot-<version>.duckdb under a
     temp name: one table per store (key PRIMARY KEY, typed value columns, provenance columns) loaded
-    from latest_state(...) at a pinned changelog version, plus the _snapshot and _snapshot_stores
+    from latest_state(...) at a pinned changelog version (a store without changelog: from its Spark
+    state store at the newest committed batch, engine/keyvalue/state_read.py), plus the _snapshot and _snapshot_stores
     tables; checkpoint, close, fsync;
  2. validate it: the caller's check (the quality gate) reads the candidate file itself and raises
     to refuse it, in which case the candidate is deleted and nothing else changes;
@@ -134,23 +135,36 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
                 store: StoreDefinition) -> StoreSnapshot:
     """Create the store's table and fill it from the changelog pinned at its latest version."""
     con.execute(table_ddl(store))
-    path = settings.table_path(store.name, CHANGELOG)
-    latest = latest_commit(spark, path)
-    version, committed_at = (None, None) if latest is None else (latest[0], _utc_naive(latest[1]))
     intake_version, times = None, None
-    if version is not None:
-        # Pinned: the stream may commit meanwhile; the recorded version must match the rows loaded.
-        names = [n for n, _ in table_columns(store)]
-        state, intake_version, times = _retained(spark, settings, store, latest_state(spark, settings, store, version))
-        arrow = state.select(*names).toArrow()
-        con.register("_incoming", arrow)
-        try:
-            cols = ", ".join(quote(n) for n in names)
-            con.execute(f"INSERT INTO {quote(store.name)} ({cols}) SELECT {cols} FROM _incoming")
-        finally:
-            con.unregister("_incoming")
+    if not store.changelog.enabled:
+        # No changelog: the state store at the query's newest committed batch (no changelog version).
+        from deltastate.engine.keyvalue.state_read import read_state  # pyspark stays off the read path
+
+        unlogged = read_state(spark, settings, store)
+        version, committed_at = None, unlogged.committed_at
+        if unlogged.rows is not None:
+            _insert(con, store, unlogged.rows)
+    else:
+        path = settings.table_path(store.name, CHANGELOG)
+        latest = latest_commit(spark, path)
+        version, committed_at = (None, None) if latest is None else (latest[0], _utc_naive(latest[1]))
+        if version is not None:
+            # Pinned: the stream may commit meanwhile; the recorded version must match the rows loaded.
+            state, intake_version, times = _retained(spark, settings, store,
+                                                     latest_state(spark, settings, store, version))
+            _insert(con, store, state)
     [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(store.name)}").fetchall()
     return StoreSnapshot(store.name, store.type, version, committed_at, int(rows), intake_version, times)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, store: StoreDefinition, state) -> None:
+    names = [n for n, _ in table_columns(store)]
+    con.register("_incoming", state.select(*names).toArrow())
+    try:
+        cols = ", ".join(quote(n) for n in names)
+        con.execute(f"INSERT INTO {quote(store.name)} ({cols}) SELECT {cols} FROM _incoming")
+    finally:
+        con.unregister("_incoming")
 
 
 def _carry_forward(con: duckdb.DuckDBPyConnection, previous: Path, skip: set[str],

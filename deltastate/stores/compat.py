@@ -35,6 +35,9 @@ def fingerprint(store: StoreDefinition) -> dict[str, Any]:
         # Which keys an LRU store evicts depends on its bound. A definition recorded without the
         # key reads None, as does a store that keeps every key.
         "max_entries": store.max_entries,
+        # A store without changelog has no history to start one from (and one with a changelog would
+        # leave it behind): switching either way needs a new store. Absent for a logged store.
+        "changelog_disabled": None if store.changelog.enabled else True,
     }
 
 

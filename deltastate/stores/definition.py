@@ -55,6 +55,9 @@ class ChangelogOptions:
     min_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
     delete_retention_ms: int
+    # False: the store writes no changelog (Kafka Streams' withLoggingDisabled). Snapshots read its
+    # Spark state store; restore replays the source topic; fresh reads are not available.
+    enabled: bool = True
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,10 @@ class LeaderboardModel(Strict):
 
 
 class ChangelogModel(Strict):
-    """Named after their Kafka topic-config equivalents."""
+    """Named after their Kafka topic-config equivalents; enabled: false is Kafka Streams'
+    withLoggingDisabled (the state lives only in the Spark state store)."""
 
+    enabled: bool = True
     min_compaction_lag: DurationMs = 0
     min_cleanable_dirty_ratio: float = Field(0.5, ge=0.0, le=1.0)
     delete_retention: DurationMs = 86_400_000
@@ -140,6 +142,15 @@ class StoreFileModel(Strict):
             if self.ttl is not None:
                 raise ValueError("'ttl' applies to key_value stores only: window and session stores expire "
                                  "by their retention")
+        if not self.changelog.enabled and self.type != "key_value":
+            raise ValueError("changelog.enabled: false applies to key_value stores only: window and session stores "
+                             "keep their state in the changelog")
+        if not self.changelog.enabled and self.ttl is not None:
+            raise ValueError("changelog.enabled: false cannot be combined with ttl: ttl finds expired keys by their "
+                             "latest changelog write")
+        if not self.changelog.enabled and self.max_entries is not None:
+            raise ValueError("changelog.enabled: false cannot be combined with max_entries: an LRU store's evictions "
+                             "are changelog deletes")
         if self.max_entries is not None and self.max_entries < self.source.partitions:
             raise ValueError(f"max_entries ({self.max_entries}) must be at least source.partitions "
                              f"({self.source.partitions}): each partition keeps max_entries / partitions keys")

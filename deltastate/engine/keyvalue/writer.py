@@ -81,7 +81,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                                         batch_id).persist()
             try:
                 by_op = {row[layout.OP]: int(row["count"]) for row in records.groupBy(layout.OP).count().collect()}
-                if by_op:
+                if by_op and store.changelog.enabled:
                     append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
             finally:
                 records.unpersist()
