@@ -22,6 +22,10 @@ class BatchReport:
     tombstones: int
     late: int = 0
     changelog: dict[str, int] = field(default_factory=dict)
+    # Seconds the batch writer spent per phase: state (reading Kafka and updating the state: the
+    # stateful plan runs when its output is first read), changelog (counting and appending its
+    # records), audit (dead letters and the audit row).
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def changelog_records(self) -> int:

@@ -7,6 +7,8 @@ update twice.
 
 from __future__ import annotations
 
+import time
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -67,6 +69,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
+        started = time.perf_counter()
         b = batch.persist()
         try:
             running = {int(r[AUDIT_PARTITION]): RunningTotals(
@@ -77,6 +80,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             if ledger.next_batch != batch_id:
                 ledger = load_ledger(batch.sparkSession, settings, store, lineage, batch_id)
             audit = batch_audit(ledger, running, store.name, batch_id)
+            stated = time.perf_counter()
             records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage,
                                         batch_id).persist()
             try:
@@ -87,6 +91,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                 records.unpersist()
         finally:
             b.unpersist()
+        logged = time.perf_counter()
         if audit.counts and not ledger.audited:
             _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
                                 paths[layout.DEADLETTER])
@@ -95,7 +100,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
         ledger = advance(ledger, audit, batch_id)
         if listener:
-            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op))
+            phases = {"state": stated - started, "changelog": logged - stated, "audit": time.perf_counter() - logged}
+            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases))
 
     return write
 

@@ -7,6 +7,7 @@ an earlier attempt of the same batch, so a replay computes, and skips, exactly w
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -174,6 +175,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
+        started = time.perf_counter()
         if clock.next_batch != batch_id:
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
         stored = batch_records(batch, store, clock.times).persist()
@@ -193,6 +195,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             ).collect()
             if not per_partition:
                 return
+            read = time.perf_counter()
             split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
             if split:
                 raise StreamTimeError(store.name, batch_id, split)
@@ -211,6 +214,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                                        {op: F.count_if(F.col(layout.OP) == F.lit(op))
                                         for op in (layout.OP_PUT, layout.OP_DELETE)})
                 by_op = {op: n for op, n in by_op.items() if n}
+            logged = time.perf_counter()
             # Window stores know their late events from the pass; session stores from the merge.
             late_by_partition = ({int(r["partition"]): int(r["late"]) for r in per_partition}
                                  if session_late is None else
@@ -238,7 +242,10 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             for df in cached:
                 _release(df)
         if listener:
+            # The windows are computed lazily, inside the changelog append.
+            phases = {"read": read - started, "state_and_changelog": logged - read,
+                      "audit": time.perf_counter() - logged}
             listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
-                                 totals["tombstones"], totals["late"], by_op))
+                                 totals["tombstones"], totals["late"], by_op, phases))
 
     return write
