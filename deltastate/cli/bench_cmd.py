@@ -84,3 +84,28 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
     click.echo("summary:")
     for line in figures.lines():
         click.echo(line)
+
+
+@bench.command("freshness")
+@click.option("--store", "store_name", default="player_stats", show_default=True, help="The store to run.")
+@click.option("--rate", default=2_000, show_default=True, type=click.IntRange(min=1), help="Load, events per second.")
+@click.option("--probes", default=50, show_default=True, type=click.IntRange(min=1), help="Probe records, one per second.")
+@click.option("--trigger", default="1s", show_default=True, help="The run's commit interval.")
+@click.option("--consistency", type=click.Choice(["committed", "latest"]), default="committed", show_default=True,
+              help="The read the probes poll.")
+@click.option("--idle-seconds", default=20.0, show_default=True, help="How long to measure an idle store's CPU (0: skip).")
+@click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
+def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
+              port: int) -> None:
+    """Produce -> visible latency of a continuously running store under steady load, with the
+    micro-batch breakdown and an idle store's CPU."""
+    from deltastate.bench.freshness import run_freshness_bench
+    from deltastate.infra.broker import LocalBroker
+
+    settings = load_settings()
+    if settings.uses_local_broker:
+        LocalBroker(settings).up()
+    figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
+                                  echo=click.echo)
+    for line in figures.lines():
+        click.echo(line)

@@ -81,12 +81,42 @@ def _read(ctx: click.Context, as_json: bool, call: Callable[[Any], Any]) -> None
 @click.command("get")
 @click.argument("store")
 @click.argument("key")
+@click.option("--consistency", type=click.Choice(["snapshot", "committed", "latest"]), default="snapshot",
+              show_default=True, help="snapshot: the published snapshot; committed: plus the changelog commits after "
+                                      "it; latest: plus the source records the stream has not committed yet.")
 @json_option
 @click.pass_context
 @_reported
-def get_cmd(ctx: click.Context, store: str, key: str, as_json: bool) -> None:
+def get_cmd(ctx: click.Context, store: str, key: str, consistency: str, as_json: bool) -> None:
     """The value of KEY in STORE."""
-    _read(ctx, as_json, lambda q: q.get(store, key))
+    if consistency == "snapshot":
+        _read(ctx, as_json, lambda q: q.get(store, key))
+        return
+    from deltastate.errors import KeyNotFoundError
+    from deltastate.query.errors import FreshReadError
+    from deltastate.query.tail import topic_ends
+    from deltastate.service.options import ServiceOptions
+    from deltastate.service.state import ReadOptions, ServiceState
+
+    settings = _settings(ctx)
+    state = ServiceState(settings, ServiceOptions())  # the REST service's read path, for one read
+    try:
+        with state.reading([store], ReadOptions(consistency=consistency)) as reading:
+            if reading.latest is None:
+                _emit_result(reading.queries.get(store, key), as_json)
+                return
+            tail = reading.latest.tails[store]
+            ends = topic_ends(settings.kafka_bootstrap, tail.topic)
+            if not tail.wait_for(ends, timeout=30):
+                raise FreshReadError(f"topic {tail.topic!r}: could not read up to offsets {ends} within 30 s")
+            rows, position = reading.latest.get_many(reading.queries, store, [key])
+            if not rows:
+                raise KeyNotFoundError(store, key)
+            offsets = ", ".join(f"{p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
+                                for p, o in position.body().items())
+            emit(list(rows[0]), rows, as_json, f"(1 row, snapshot {reading.snapshot.version}, latest: {offsets})")
+    finally:
+        state.close()
 
 
 @click.command("top")

@@ -4,15 +4,17 @@ and turned into typed JSON by the app's handler (answers.py)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from deltastate.changelog.layout import KEY, store_key_columns
+from deltastate.errors import KeyNotFoundError
 from deltastate.ingest.partitioner import partition_for
 from deltastate.query.errors import ParameterError
+from deltastate.query.latest import LatestPosition
 from deltastate.query.reads import QueryResult
 from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor
 from deltastate.service.freshness import Freshness, iso
@@ -29,23 +31,49 @@ def state_of(request: Request) -> ServiceState:
     return request.app.state.service
 
 
-def read_options(
-    max_staleness: Annotated[float | None, Query(ge=0, allow_inf_nan=False,
-                                                 description="Refuse (503) an answer staler than this many seconds")] = None,
-    fresh: Annotated[bool, Query(description="Merge changelog commits newer than the snapshot")] = False,
-    as_of_version: Annotated[int | None, Query(ge=1, description="Answer from this retained snapshot version")] = None,
-    as_of: Annotated[str | None, Query(description="Answer from the newest retained snapshot published at or before "
-                                                   "this time (epoch ms or ISO-8601, UTC without zone)")] = None,
-) -> ReadOptions:
-    return ReadOptions(max_staleness, fresh, as_of_version, as_of)
+def _options(max_staleness: float | None, fresh: bool, consistency: str | None, as_of_version: int | None,
+             as_of: str | None, point_read: bool) -> ReadOptions:
+    if fresh and consistency not in (None, "committed"):
+        raise ParameterError("fresh", f"fresh=true is consistency=committed; it contradicts consistency={consistency}")
+    resolved = consistency or ("committed" if fresh else "snapshot")
+    if resolved == "latest" and not point_read:
+        raise ParameterError("consistency", "latest applies to point reads (GET /stores/{store}/keys/{key} and "
+                                            "keys:batchGet); use snapshot or committed here")
+    return ReadOptions(max_staleness, resolved, as_of_version, as_of)
+
+
+MaxStaleness = Annotated[float | None, Query(ge=0, allow_inf_nan=False,
+                                             description="Refuse (503) an answer staler than this many seconds")]
+Fresh = Annotated[bool, Query(description="Merge changelog commits newer than the snapshot (consistency=committed)")]
+Consistency = Annotated[Literal["snapshot", "committed", "latest"] | None, Query(
+    description="snapshot: the published snapshot; committed: plus the changelog commits after it; latest "
+                "(key-value point reads): plus the source records the stream has not committed yet")]
+AsOfVersion = Annotated[int | None, Query(ge=1, description="Answer from this retained snapshot version")]
+AsOf = Annotated[str | None, Query(description="Answer from the newest retained snapshot published at or before "
+                                               "this time (epoch ms or ISO-8601, UTC without zone)")]
+
+
+def read_options(max_staleness: MaxStaleness = None, fresh: Fresh = False, consistency: Consistency = None,
+                 as_of_version: AsOfVersion = None, as_of: AsOf = None) -> ReadOptions:
+    return _options(max_staleness, fresh, consistency, as_of_version, as_of, point_read=False)
+
+
+def point_read_options(max_staleness: MaxStaleness = None, fresh: Fresh = False, consistency: Consistency = None,
+                       as_of_version: AsOfVersion = None, as_of: AsOf = None) -> ReadOptions:
+    return _options(max_staleness, fresh, consistency, as_of_version, as_of, point_read=True)
 
 
 Options = Annotated[ReadOptions, Depends(read_options)]
+PointOptions = Annotated[ReadOptions, Depends(point_read_options)]
 Limit = Annotated[int | None, Query(ge=1, description="Page size")]
 
 
-def _answer(reading: Reading, body: dict[str, Any]) -> JSONAnswer:
+def _answer(reading: Reading, body: dict[str, Any], latest: LatestPosition | None = None) -> JSONAnswer:
     body["meta"] = reading.freshness.body()
+    if latest is not None:
+        # Which records the answer includes, per source partition of the keys read.
+        body["meta"]["consistency"] = "latest"
+        body["meta"]["latest"] = latest.body()
     return JSONAnswer(body, headers=reading.freshness.headers())
 
 
@@ -99,10 +127,15 @@ def stores(request: Request, options: Options) -> Response:
 
 # -- key-value reads -------------------------------------------------------------------------------
 @router.get("/stores/{store}/keys/{key}", tags=["key-value"])
-def get_key(request: Request, store: Store, key: Key, options: Options) -> Response:
+def get_key(request: Request, store: Store, key: Key, options: PointOptions) -> Response:
     """The key's value (Kafka Streams ReadOnlyKeyValueStore.get); 404 when absent."""
     with state_of(request).reading([store], options) as reading:
-        return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+        if reading.latest is None:
+            return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+        rows, position = reading.latest.get_many(reading.queries, store, [key])
+        if not rows:
+            raise KeyNotFoundError(store, key)
+        return _answer(reading, {"store": store, "key": key, "value": rows[0]}, position)
 
 
 BATCH_GET_MAX = 1_000
@@ -114,14 +147,20 @@ class BatchGetRequest(BaseModel):
 
 
 @router.post("/stores/{store}/keys:batchGet", tags=["key-value"])
-def batch_get(request: Request, store: Store, body: Annotated[BatchGetRequest, Body()], options: Options) -> Response:
+def batch_get(request: Request, store: Store, body: Annotated[BatchGetRequest, Body()],
+              options: PointOptions) -> Response:
     """Many keys in one request, from one snapshot: the rows found in the order asked, and the keys
     missing."""
     with state_of(request).reading([store], options) as reading:
         result = reading.queries.get_many(store, body.keys)
+        position = None
+        if reading.latest is not None:
+            rows, position = reading.latest.get_many(reading.queries, store, body.keys)
+            result = QueryResult(result.snapshot_version, result.columns or list(rows[0]) if rows else result.columns,
+                                 rows)
         found = {row[KEY] for row in result.rows}
         return _answer(reading, {"store": store, **_rows(result),
-                                 "missing": [k for k in dict.fromkeys(body.keys) if k not in found]})
+                                 "missing": [k for k in dict.fromkeys(body.keys) if k not in found]}, position)
 
 
 @router.get("/stores/{store}/range", tags=["key-value"])

@@ -4,34 +4,65 @@ freshness tracker and the metrics; and `reading()`, the one path every store rea
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from deltastate.changelog.layout import CHANGELOG, KEY
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import ParameterError
-from deltastate.query.fresh import build_overlay
+from deltastate.query.fresh import Overlay, build_overlay
+from deltastate.query.latest import LatestPosition, apply_latest, check_latest_supported, committed_offsets
 from deltastate.query.reader import Snapshot
 from deltastate.query.reads import Queries
+from deltastate.query.tail import SourceTail
 from deltastate.query.times import parse_time
 from deltastate.service.freshness import Freshness, FreshnessTracker, check_max_staleness
 from deltastate.service.metrics import ServiceMetrics
 from deltastate.service.options import ServiceOptions
 from deltastate.service.snapshots import SnapshotPool
+from deltastate.stores.definition import StoreDefinition
 
 EPOCH = datetime(1970, 1, 1)  # naive UTC, like the snapshot's published_at
 
 
+CONSISTENCY = ("snapshot", "committed", "latest")
+
+
 @dataclass(frozen=True)
 class ReadOptions:
-    """The parameters every read accepts."""
+    """The parameters every read accepts. consistency: snapshot (the published snapshot), committed
+    (plus the changelog commits after it; fresh=true), latest (plus the source records the stream
+    has not committed yet; key-value point reads)."""
 
     max_staleness: float | None = None
-    fresh: bool = False
+    consistency: str = "snapshot"
     as_of_version: int | None = None
     as_of: str | None = None
+
+    @property
+    def fresh(self) -> bool:
+        return self.consistency != "snapshot"
+
+
+@dataclass(frozen=True)
+class LatestView:
+    """What a latest read folds on top of the committed answer: per store, the stream's committed
+    offsets (read before the changelog commits) and the tail of its topic."""
+
+    offsets: dict[str, dict[int, int]]
+    tails: dict[str, SourceTail]
+    max_value_bytes: int
+
+    def get_many(self, queries: Queries, store: str, keys: list[str]) -> tuple[list[dict], LatestPosition]:
+        definition = queries.store(store)
+        committed = {row[KEY]: row for row in queries.get_many(store, keys).rows}
+        tail = self.tails[store]
+        return apply_latest(definition, keys, committed, self.offsets[store], tail.snapshot, tail.partitions,
+                            self.max_value_bytes)
 
 
 @dataclass(frozen=True)
@@ -39,6 +70,7 @@ class Reading:
     snapshot: Snapshot
     queries: Queries
     freshness: Freshness
+    latest: LatestView | None = None
 
 
 class ServiceState:
@@ -46,10 +78,18 @@ class ServiceState:
         self.settings = settings
         self.options = options
         self.deltalog = DeltaLog(ttl=options.staleness_cache_s)
+        # Latest reads read the audit, then the changelog, each as it is now (query/latest.py).
+        self.uncached_log = DeltaLog(ttl=0.0)
         self.freshness = FreshnessTracker(settings, self.deltalog)
         self.metrics = ServiceMetrics(self._published_at, self._version)
         self.pool = SnapshotPool(settings, on_swap=self._swapped)
         self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
+        self._tails: dict[str, SourceTail] = {}
+        self._tails_lock = threading.Lock()
+        # (snapshot version, store, newest changelog version) -> its overlay: every committed read
+        # between two commits shares one instead of reading the changelog's tail again.
+        self._overlays: dict[tuple[int, str, int | None], Overlay] = {}
+        self._overlays_lock = threading.Lock()
 
     def _swapped(self, new: int, old: int | None) -> None:
         if old is not None:  # opening the first snapshot is not a swap
@@ -65,7 +105,8 @@ class ServiceState:
         if options.as_of_version is not None and options.as_of is not None:
             raise ParameterError("as_of", "give as_of or as_of_version, not both")
         if options.fresh and (options.as_of_version is not None or options.as_of is not None):
-            raise ParameterError("fresh", "fresh=true reads the newest commits; it cannot be combined with as_of")
+            raise ParameterError("consistency", f"consistency={options.consistency} reads the newest commits; it "
+                                                "cannot be combined with as_of")
         if options.as_of_version is not None:
             return options.as_of_version
         if options.as_of is not None:
@@ -79,13 +120,19 @@ class ServiceState:
         covers (their definitions are checked first, so an unknown store is a 404 whatever else)."""
         definitions = [self.queries.store(s) for s in stores]
         version = self._version_for(options)
+        offsets = {}
+        if options.consistency == "latest":
+            for definition in definitions:
+                check_latest_supported(definition)
+                # Before the changelog commits: see query/latest.py.
+                offsets[definition.name] = committed_offsets(self.settings, self.uncached_log, definition)
         with self.pool.lease(version) as snap:
             overlays, fresh_to = {}, None
             if options.fresh:
                 for definition in definitions:
                     if definition.name not in snap.stores:
                         continue  # the read itself reports the store missing from the snapshot
-                    overlay = build_overlay(self.settings, self.deltalog, snap, definition)
+                    overlay = self._overlay(snap, definition, options.consistency == "latest")
                     if overlay.rows is not None:
                         overlays[definition.name] = overlay
                     fresh_to = overlay.to_version if fresh_to is None or overlay.to_version is None \
@@ -95,10 +142,45 @@ class ServiceState:
                 freshness = Freshness(freshness.snapshot_version, freshness.published_at, 0.0,
                                       freshness.changelog_version, freshness.newest_changelog_version)
             check_max_staleness(freshness, options.max_staleness, stores[0] if len(stores) == 1 else None)
-            yield Reading(snap, self.queries.at(snap, overlays), freshness)
+            latest = None
+            if options.consistency == "latest":
+                tails = {d.name: self._tail(d, offsets[d.name]) for d in definitions}
+                for name, tail in tails.items():
+                    tail.trim(offsets[name])
+                latest = LatestView(offsets, tails, self.settings.max_value_bytes)
+            yield Reading(snap, self.queries.at(snap, overlays), freshness, latest)
+
+    def _overlay(self, snap: Snapshot, definition: StoreDefinition, uncached: bool) -> Overlay:
+        log = self.uncached_log if uncached else self.deltalog
+        newest = log.newest_commit(self.settings.table_path(definition.name, CHANGELOG))
+        key = (snap.version, definition.name, None if newest is None else newest.version)
+        with self._overlays_lock:
+            found = self._overlays.get(key)
+        if found is not None:
+            return found
+        overlay = build_overlay(self.settings, log, snap, definition)
+        with self._overlays_lock:
+            if len(self._overlays) > 64:
+                self._overlays.clear()
+            self._overlays[key] = overlay
+        return overlay
+
+    def _tail(self, definition: StoreDefinition, offsets: dict[int, int]) -> SourceTail:
+        """The store's topic tail, started at the stream's committed offsets on first use."""
+        with self._tails_lock:
+            tail = self._tails.get(definition.name)
+            if tail is None:
+                tail = SourceTail(self.settings.kafka_bootstrap, definition.source.topic,
+                                  {p: hi + 1 for p, hi in offsets.items()})
+                self._tails[definition.name] = tail
+            return tail
 
     def close(self) -> None:
         self.pool.close()
+        with self._tails_lock:
+            for tail in self._tails.values():
+                tail.close()
+            self._tails.clear()
 
 
-__all__ = ["ReadOptions", "Reading", "ServiceState"]
+__all__ = ["CONSISTENCY", "LatestView", "ReadOptions", "Reading", "ServiceState"]

@@ -11,6 +11,7 @@ from support.reference import category
 from support.store_checks import STORE, event
 
 from deltastate.ingest.decode import classify
+from deltastate.ingest.validate import record_reason
 from deltastate.stores import load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -111,6 +112,18 @@ def test_each_reason_is_in_the_category_the_reference_computes(both_paths) -> No
         assert want.pop(gap) != category_here and got.pop(gap) == category_here, gap
     assert got == want
     assert sum(reason is None for reason in got.values()) >= 20  # the corpus keeps valid records too
+
+
+def test_the_python_validator_gives_each_record_the_engines_category(both_paths, session_settings) -> None:
+    """Reads at consistency=latest validate uncommitted records in Python (ingest/validate.py); a
+    record the engine dead-letters must not be applied there, nor one it applies refused, the
+    known gaps of the Spark readers included."""
+    typed, _ = both_paths
+    store = load_store(session_settings, STORE)
+    engine = {CORPUS[o]: (typed[o]["reason"] or "").split(":")[0] or None for o in typed}
+    python = {kv: (record_reason(kv[0], kv[1], store, LIMIT) or "").split(":")[0] or None for kv in CORPUS}
+    assert python == engine
+    assert sum(reason is None for reason in python.values()) >= 20
 
 
 def _from_json_calls(frame) -> int:

@@ -72,23 +72,26 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         started = time.perf_counter()
         b = batch.persist()
         try:
+            # One job runs the stateful plan into the cache and summarises it: a row per audit group
+            # (its running totals) and one row for the key groups (their changelog records by op).
+            changed = F.col("fold.last_pos").isNotNull()
+            summary = b.groupBy(AUDIT_PARTITION).agg(
+                *[F.max(c).alias(c) for c in AUDIT_COLUMNS],
+                F.count_if(changed & (F.col("fold.n") > 0)).alias(layout.OP_PUT),
+                F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)).collect()
             running = {int(r[AUDIT_PARTITION]): RunningTotals(
                            tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
                            None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
-                       for r in b.where(F.col(AUDIT_PARTITION).isNotNull()).select(AUDIT_PARTITION, *AUDIT_COLUMNS)
-                       .collect()}
+                       for r in summary if r[AUDIT_PARTITION] is not None}
+            by_op = {op: int(r[op]) for r in summary if r[AUDIT_PARTITION] is None
+                     for op in (layout.OP_PUT, layout.OP_DELETE) if r[op]}
             if ledger.next_batch != batch_id:
                 ledger = load_ledger(batch.sparkSession, settings, store, lineage, batch_id)
             audit = batch_audit(ledger, running, store.name, batch_id)
             stated = time.perf_counter()
-            records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage,
-                                        batch_id).persist()
-            try:
-                by_op = {row[layout.OP]: int(row["count"]) for row in records.groupBy(layout.OP).count().collect()}
-                if by_op and store.changelog.enabled:
-                    append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
-            finally:
-                records.unpersist()
+            if by_op and store.changelog.enabled:
+                records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
+                append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
         finally:
             b.unpersist()
         logged = time.perf_counter()

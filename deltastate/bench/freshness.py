@@ -1,0 +1,252 @@
+"""Freshness benchmark: how long a produced record takes to become visible to a REST read.
+
+A continuous run of one store (in this process) on its own topic, storage root and definitions; the
+REST service (`deltastate serve`, a subprocess) over a snapshot published after the first batch; a
+steady load at --rate events/s of the store's bench workload; and every second one probe: a record
+for a key nobody else writes, produced with no linger, then a read of that key at the asked
+consistency polled every few milliseconds until the key is there. Printed: produce -> visible
+percentiles, the micro-batch durations with the batch writer's phases and Spark's own durations, the
+input and processing rates and the backlog left at the end, the CPU an idle trigger costs, and the
+machine's core count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from deltastate.config import Settings
+from deltastate.stores.durations import parse_duration_ms
+
+POLL_S = 0.01
+PROBE_TIMEOUT_S = 30.0
+SPARK_DURATIONS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+@dataclass
+class FreshnessFigures:
+    store: str
+    store_type: str
+    consistency: str
+    rate: int
+    trigger: str
+    cores: int
+    visible_s: list[float] = field(default_factory=list)  # per probe that became visible
+    missed: int = 0  # probes not visible within PROBE_TIMEOUT_S
+    batch_s: list[float] = field(default_factory=list)  # triggerExecution of batches that read records
+    phases: dict[str, list[float]] = field(default_factory=dict)  # the batch writer's phases
+    spark: dict[str, list[float]] = field(default_factory=dict)  # Spark's durationMs, seconds
+    input_rate: float = 0.0
+    processing_rate: float = 0.0
+    produced: int = 0
+    processed: int = 0
+    idle_seconds: float = 0.0
+    idle_triggers: int = 0
+    idle_cpu_s: float = 0.0  # driver JVM + this process over the idle period
+
+    def lines(self) -> list[str]:
+        out = [f"bench freshness {self.store} ({self.store_type}): consistency={self.consistency}, "
+               f"{self.rate:,} events/s, trigger {self.trigger}, {self.cores} cores"]
+        if self.visible_s:
+            v = self.visible_s
+            out.append(f"  produce -> visible:  p50 {percentile(v, 50):.3f} s  p95 {percentile(v, 95):.3f} s  "
+                       f"p99 {percentile(v, 99):.3f} s  max {max(v):.3f} s  ({len(v)} probes, {self.missed} missed)")
+        if self.batch_s:
+            b = self.batch_s
+            out.append(f"  micro-batch:         p50 {percentile(b, 50):.3f} s  p99 {percentile(b, 99):.3f} s  "
+                       f"({len(b)} batches with records)")
+        for name, values in {**self.spark, **{f"writer.{k}": v for k, v in self.phases.items()}}.items():
+            if values:
+                out.append(f"    {name:<24} p50 {percentile(values, 50):.3f} s  p99 {percentile(values, 99):.3f} s")
+        out.append(f"  input {self.input_rate:,.0f} events/s, processed {self.processing_rate:,.0f} events/s; "
+                   f"backlog at the end {self.produced - self.processed:,} of {self.produced:,} produced")
+        if self.idle_triggers:
+            out.append(f"  idle: {self.idle_cpu_s:.2f} CPU s over {self.idle_seconds:.0f} s "
+                       f"({self.idle_triggers} triggers): {1000 * self.idle_cpu_s / self.idle_triggers:.1f} ms "
+                       "CPU per idle trigger")
+        return out
+
+
+class _Load(threading.Thread):
+    """Produces the store's bench workload at `rate` events/s, in 10 ms slices, remembering the
+    newest event time so that probes are not late for window and session stores."""
+
+    def __init__(self, bootstrap: str, topic: str, store: str, rate: int, time_field: str) -> None:
+        super().__init__(daemon=True)
+        from deltastate.bench.ingest import bench_records
+
+        self.records = bench_records(store, 10**9, 100_000 if store == "player_stats" else 1_000, seed=7)
+        self.bootstrap, self.topic, self.rate, self.time_field = bootstrap, topic, rate, time_field
+        self.stop = threading.Event()
+        self.sent = 0
+        self.newest_ts = 0
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        from deltastate.ingest.producer import producer_config
+
+        producer = Producer(producer_config(self.bootstrap, **{"linger.ms": 5}))
+        started = time.monotonic()
+        while not self.stop.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            while self.sent < due:
+                key, value = next(self.records)
+                producer.produce(self.topic, key=key, value=value)
+                if value is not None:
+                    self.newest_ts = max(self.newest_ts, int(json.loads(value).get(self.time_field, 0)))
+                self.sent += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(30)
+
+
+def _probe_path(store_type: str, store: str, key: str) -> str:
+    suffix = {"key_value": "", "window": "/windows", "session": "/sessions"}[store_type]
+    return f"/stores/{store}/keys/{key}{suffix}"
+
+
+def _visible(response, store_type: str) -> bool:
+    if response.status_code != 200:
+        return False
+    return store_type == "key_value" or bool(response.json()["rows"])
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: int, trigger: str,
+                        consistency: str = "committed", port: int = 18766, idle_seconds: float = 20.0,
+                        echo: Callable[[str], None] = print) -> FreshnessFigures:
+    import httpx
+    from confluent_kafka import Producer
+
+    from deltastate.bench.http_load import start_serve, stop
+    from deltastate.bench.ingest import bench_records
+    from deltastate.engine import run_store
+    from deltastate.infra.spark import get_spark
+    from deltastate.ingest.producer import ensure_topic, producer_config
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    run_id = uuid.uuid4().hex[:8]
+    home = settings.home / "bench" / f"freshness-{run_id}"
+    schemas = home / "schemas"
+    shutil.copytree(settings.schemas_dir, schemas)
+    topic = f"bench-freshness-{store_name}-{run_id}"
+    path = schemas / "stores" / f"{store_name}.yaml"
+    definition = yaml.safe_load(path.read_text())
+    definition["source"]["topic"] = topic  # the service, the run and the probes all read the bench topic
+    path.write_text(yaml.safe_dump(definition))
+    bench = dataclasses.replace(settings, storage_root=str(home / "data"), schemas_dir=schemas)
+    store = load_store(bench, store_name)
+    ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
+    figures = FreshnessFigures(store.name, store.type, consistency, rate, trigger, os.cpu_count() or 0)
+
+    reports, first_batch = [], threading.Event()
+
+    def on_batch(report) -> None:
+        reports.append(report)
+        first_batch.set()
+
+    spark = get_spark(bench)
+    stop_run = threading.Event()
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.update(result=run_store(
+        bench, store.name, once=False, trigger=f"{parse_duration_ms(trigger)} milliseconds", listener=on_batch, stop_event=stop_run)), daemon=True)
+    load = _Load(settings.kafka_bootstrap, topic, store.name, rate, store.event_time_field)
+    load.start()
+    runner.start()
+    if not first_batch.wait(300):
+        raise RuntimeError(f"store {store.name!r}: no micro-batch within 300 s")
+    publish_snapshot(spark, bench, [store])
+    probe_producer = Producer(producer_config(settings.kafka_bootstrap, **{"linger.ms": 0}))
+    params = {"fresh": "true"} if consistency == "committed" else {"consistency": consistency}
+    template = json.loads(next(iter(bench_records(store.name, 1, 1, seed=8)))[1])
+    service = None
+    try:
+        service = start_serve(bench, port, workers=1)
+        time.sleep(5)  # past the first batches' start-up
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            for i in range(probes):
+                tick = time.monotonic()
+                key = f"probe-{run_id}-{i:05d}"
+                event = {**template, store.key_field: key, store.event_time_field: load.newest_ts or
+                         template[store.event_time_field]}
+                produced_at = time.monotonic()
+                probe_producer.produce(topic, key=key.encode(), value=json.dumps(event).encode())
+                probe_producer.flush(10)
+                while time.monotonic() - produced_at < PROBE_TIMEOUT_S:
+                    if _visible(client.get(_probe_path(store.type, store.name, key), params=params), store.type):
+                        figures.visible_s.append(time.monotonic() - produced_at)
+                        break
+                    time.sleep(POLL_S)
+                else:
+                    figures.missed += 1
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        figures.produced = load.sent + probes
+        figures.processed = sum(r.records_in for r in reports)
+        load.stop.set()
+        load.join()
+        _measure_idle(figures, spark, reports, trigger, idle_seconds)
+    finally:
+        load.stop.set()
+        if service is not None:
+            stop(service)
+        stop_run.set()
+        runner.join(120)
+    _batch_figures(figures, outcome.get("result"), reports)
+    return figures
+
+
+def _measure_idle(figures: FreshnessFigures, spark, reports: list, trigger: str, idle_seconds: float) -> None:
+    """CPU of the driver JVM and this process while the caught-up store has nothing to read."""
+    if idle_seconds <= 0:
+        return
+    settled = time.monotonic() + 60
+    while time.monotonic() < settled:  # until a whole trigger passes with no batch
+        count = len(reports)
+        time.sleep(2 * parse_duration_ms(trigger) / 1000 + 1)
+        if len(reports) == count:
+            break
+    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    before = _cpu_seconds(jvm_pid) + _cpu_seconds(os.getpid())
+    time.sleep(idle_seconds)
+    figures.idle_cpu_s = _cpu_seconds(jvm_pid) + _cpu_seconds(os.getpid()) - before
+    figures.idle_seconds = idle_seconds
+    figures.idle_triggers = max(1, int(1000 * idle_seconds / parse_duration_ms(trigger)))
+
+
+def _batch_figures(figures: FreshnessFigures, result, reports: list) -> None:
+    busy = [r for r in reports if r.records_in]
+    for report in busy:
+        for name, seconds in report.phases.items():
+            figures.phases.setdefault(name, []).append(seconds)
+    progress = [] if result is None else [p for p in result.progress if p.get("numInputRows")]
+    for p in progress:
+        for name in SPARK_DURATIONS:
+            if name in p.get("durationMs", {}):
+                figures.spark.setdefault(name, []).append(p["durationMs"][name] / 1000)
+    figures.batch_s = figures.spark.get("triggerExecution", [])
+    if progress:
+        figures.input_rate = statistics.fmean(p.get("inputRowsPerSecond") or 0.0 for p in progress)
+        figures.processing_rate = statistics.fmean(p.get("processedRowsPerSecond") or 0.0 for p in progress)

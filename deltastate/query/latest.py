@@ -1,0 +1,163 @@
+"""Reads at `consistency=latest`: the committed answer plus the source records the stream has not
+committed yet, folded by the store's own rules.
+
+Which records a key's committed row already holds is exact per key: the row's source_offset is the
+highest offset the stream folded into it (a key lives in one partition, and the stream takes a
+partition in offset order), so only the key's records past it are folded on top. A key without a
+committed row takes its records past the stream's committed position (the newest intake audit row:
+every offset at or below it was folded or dead-lettered). That position is read before the
+changelog commits the committed answer merges, so a batch committed in between is either in the
+answer (its keys have rows) or past the position (folded here), never both.
+
+Records are validated as the engine validates them (ingest/validate.py): one the engine would
+dead-letter is not applied. A tombstone deletes the key; the next event starts it afresh.
+Key-value stores only, and not LRU stores, whose evictions depend on other keys' records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from deltastate.changelog.layout import INTAKE
+from deltastate.config import Settings
+from deltastate.ingest.partitioner import partition_for
+from deltastate.ingest.validate import parse_event, record_reason
+from deltastate.query.deltalog import DeltaLog
+from deltastate.query.errors import FreshReadError, ParameterError
+from deltastate.query.tail import Record
+from deltastate.stores.definition import StoreDefinition
+
+_SEARCH_BACK = 20  # commits of the intake table searched for the newest audit row
+
+
+@dataclass
+class LatestPosition:
+    """Per source partition: the stream's committed offset and the highest offset read past it."""
+
+    committed: dict[int, int] = field(default_factory=dict)
+    read_to: dict[int, int] = field(default_factory=dict)
+
+    def body(self) -> dict[str, dict[str, int]]:
+        return {str(p): {"committed_offset": self.committed.get(p, -1), "latest_offset_applied": self.read_to.get(p, -1)}
+                for p in sorted(set(self.committed) | set(self.read_to))}
+
+
+def check_latest_supported(store: StoreDefinition) -> None:
+    if store.type != "key_value":
+        raise ParameterError("consistency", f"store {store.name!r} is a {store.type} store: latest applies to "
+                                            "key-value stores; use committed")
+    if store.max_entries is not None:
+        raise ParameterError("consistency", f"store {store.name!r} is an LRU store (max_entries): its evictions "
+                                            "depend on every key's records; use committed")
+    if not store.changelog.enabled:
+        raise ParameterError("consistency", f"store {store.name!r} keeps no changelog (changelog.enabled: false): "
+                                            "only its published snapshot can be read")
+
+
+def committed_offsets(settings: Settings, deltalog: DeltaLog, store: StoreDefinition) -> dict[int, int]:
+    """Partition -> the highest offset the stream has audited (folded or dead-lettered), from the
+    newest intake audit row; {} when the store has committed nothing."""
+    import pyarrow.parquet as pq
+
+    path = settings.table_path(store.name, INTAKE)
+    newest = deltalog.newest_commit(path)
+    if newest is None:
+        return {}
+    for version in range(newest.version, max(-1, newest.version - _SEARCH_BACK), -1):
+        files = deltalog.tail_files(path, version - 1, version)
+        if not files:
+            continue
+        try:
+            rows = pq.read_table(files[-1].path, columns=["batch_id", "offsets", "totals_before"]).to_pylist()
+        except (OSError, ValueError) as exc:
+            raise FreshReadError(f"store {store.name!r}: reading its newest audit row failed: {exc}") from exc
+        row = max(rows, key=lambda r: r["batch_id"])
+        before = json.loads(row["totals_before"] or "{}").get("hi", {})
+        out = {int(p): int(hi) for p, hi in before.items()}
+        for p, (_, hi) in json.loads(row["offsets"]).items():
+            out[int(p)] = max(out.get(int(p), -1), int(hi))
+        return out
+    raise FreshReadError(f"store {store.name!r}: no audit row in the newest {_SEARCH_BACK} commits of its intake "
+                         "table; the stream's committed position is unknown")
+
+
+def _initial(op: str, value: Any) -> Any:
+    return 1 if op == "count" else value
+
+
+def _combine(op: str, held: Any, value: Any) -> Any:
+    if op == "count":
+        return held + 1
+    if value is None:
+        return held
+    if held is None or op == "last":
+        return value
+    if op == "sum":
+        return held + value
+    return min(held, value) if op == "min" else max(held, value)
+
+
+def _typed(value: Any, type_: str) -> Any:
+    if value is None:
+        return None
+    return float(value) if type_ == "double" else value
+
+
+def fold_latest(store: StoreDefinition, row: dict[str, Any] | None, partition: int, records: list[Record],
+                max_value_bytes: int) -> dict[str, Any] | None:
+    """The key's committed row (None: absent) after its uncommitted records, in offset order."""
+    current = None if row is None else dict(row)
+    for offset, key, value in records:
+        if record_reason(key, value, store, max_value_bytes) is not None:
+            continue
+        if value is None:
+            current = None
+            continue
+        event = parse_event(value)
+        ts = datetime.fromtimestamp(event[store.event_time_field] / 1000, tz=UTC).replace(tzinfo=None)
+        if current is None:
+            current = {"key": key.decode("utf-8"), "event_time": ts}  # type: ignore[union-attr]
+            for agg in store.aggregations:
+                wanted = store.value_field(agg.target).type
+                source = None if agg.source_field is None else event.get(agg.source_field)
+                current[agg.target] = _typed(_initial(agg.op, source), wanted)
+        else:
+            for agg in store.aggregations:
+                wanted = store.value_field(agg.target).type
+                source = None if agg.source_field is None else _typed(event.get(agg.source_field), wanted)
+                current[agg.target] = _combine(agg.op, current.get(agg.target), source)
+            held = current.get("event_time")
+            current["event_time"] = ts if held is None else max(held, ts)
+        # Not written anywhere yet: no batch, no write time.
+        current.update(source_partition=partition, source_offset=offset, batch_id=None, write_time=None)
+    return current
+
+
+# (partition, after) -> (records of the partition past `after`, highest offset read)
+RecordsOf = Callable[[int, int], tuple[list[Record], int]]
+
+
+def apply_latest(store: StoreDefinition, keys: list[str], committed: dict[str, dict[str, Any]],
+                 offsets: dict[int, int], records_of: RecordsOf, partitions: int,
+                 max_value_bytes: int) -> tuple[list[dict[str, Any]], LatestPosition]:
+    """The latest rows of `keys` (absent keys left out, in the order asked) from their committed
+    rows, the stream's committed offsets (read before those rows) and the uncommitted records."""
+    position = LatestPosition(committed=dict(offsets))
+    out = []
+    for key in keys:
+        encoded = key.encode("utf-8")
+        p = partition_for(encoded, partitions)
+        row = committed.get(key)
+        after = row["source_offset"] if row is not None and row.get("source_offset") is not None \
+            else offsets.get(p, -1)
+        records, read_to = records_of(p, after)
+        # Offsets at or below the committed position are in the committed answer already.
+        position.read_to[p] = max(read_to, offsets.get(p, -1))
+        latest = fold_latest(store, row, p, [r for r in records if r[1] == encoded], max_value_bytes)
+        if latest is not None:
+            out.append(latest)
+    return out, position
