@@ -75,8 +75,9 @@ class FreshnessFigures:
         for name, values in {**self.spark, **{f"writer.{k}": v for k, v in self.phases.items()}}.items():
             if values:
                 out.append(f"    {name:<24} p50 {percentile(values, 50):.3f} s  p99 {percentile(values, 99):.3f} s")
-        out.append(f"  input {self.input_rate:,.0f} events/s, processed {self.processing_rate:,.0f} events/s; "
-                   f"backlog at the end {self.produced - self.processed:,} of {self.produced:,} produced")
+        if self.visible_s or self.missed:  # a store run (the floor has no probes)
+            out.append(f"  input {self.input_rate:,.0f} events/s, processed {self.processing_rate:,.0f} events/s; "
+                       f"backlog at the end {self.produced - self.processed:,} of {self.produced:,} produced")
         if self.idle_triggers:
             out.append(f"  idle: {self.idle_cpu_s:.2f} CPU s over {self.idle_seconds:.0f} s "
                        f"({self.idle_triggers} triggers): {1000 * self.idle_cpu_s / self.idle_triggers:.1f} ms "
@@ -203,10 +204,10 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
                 else:
                     figures.missed += 1
                 time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
-        figures.produced = load.sent + probes
         figures.processed = sum(r.records_in for r in reports)
         load.stop.set()
         load.join()
+        figures.produced = load.sent + probes
         _measure_idle(figures, spark, reports, trigger, idle_seconds)
     finally:
         load.stop.set()
@@ -222,12 +223,10 @@ def _measure_idle(figures: FreshnessFigures, spark, reports: list, trigger: str,
     """CPU of the driver JVM and this process while the caught-up store has nothing to read."""
     if idle_seconds <= 0:
         return
-    settled = time.monotonic() + 60
-    while time.monotonic() < settled:  # until a whole trigger passes with no batch
-        count = len(reports)
-        time.sleep(2 * parse_duration_ms(trigger) / 1000 + 1)
-        if len(reports) == count:
-            break
+    deadline = time.monotonic() + 180
+    while sum(r.records_in for r in reports) < figures.produced and time.monotonic() < deadline:
+        time.sleep(0.5)  # until the stream has read everything produced
+    time.sleep(2 * parse_duration_ms(trigger) / 1000 + 1)  # and its last batch has ended
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     before = _cpu_seconds(jvm_pid) + _cpu_seconds(os.getpid())
     time.sleep(idle_seconds)
@@ -250,3 +249,40 @@ def _batch_figures(figures: FreshnessFigures, result, reports: list) -> None:
     if progress:
         figures.input_rate = statistics.fmean(p.get("inputRowsPerSecond") or 0.0 for p in progress)
         figures.processing_rate = statistics.fmean(p.get("processedRowsPerSecond") or 0.0 for p in progress)
+
+
+def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, partitions: int = 4) -> FreshnessFigures:
+    """Spark's own floor at this trigger and load: a trivial stateful query (a count per Kafka key
+    in RocksDB state, update mode) whose batch writer only counts the changed keys, writing nothing."""
+    from deltastate.infra.spark import get_spark
+    from deltastate.ingest.producer import ensure_topic
+
+    run_id = uuid.uuid4().hex[:8]
+    topic = f"bench-floor-{run_id}"
+    ensure_topic(settings.kafka_bootstrap, topic, partitions)
+    spark = get_spark(settings)
+    figures = FreshnessFigures("floor: count per key", "key_value", "none", rate, trigger, os.cpu_count() or 0)
+    load = _Load(settings.kafka_bootstrap, topic, "player_stats", rate, "ts")
+    counts = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").load()
+              .groupBy("key").count())
+    query = (counts.writeStream.outputMode("update")
+             .option("checkpointLocation", str(settings.home / "bench" / f"floor-{run_id}"))
+             .trigger(processingTime=f"{parse_duration_ms(trigger)} milliseconds")
+             .foreachBatch(lambda batch, _: batch.count()).start())
+    load.start()
+    try:
+        time.sleep(seconds)
+    finally:
+        load.stop.set()
+        load.join()
+        query.stop()
+    progress = [p for p in (p if isinstance(p, dict) else dict(p) for p in query.recentProgress)
+                if p.get("numInputRows")]
+    for p in progress[2:]:  # past the first batches' start-up
+        for name in SPARK_DURATIONS:
+            if name in p.get("durationMs", {}):
+                figures.spark.setdefault(name, []).append(p["durationMs"][name] / 1000)
+    figures.batch_s = figures.spark.get("triggerExecution", [])
+    figures.produced = load.sent
+    return figures

@@ -95,17 +95,22 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
               help="The read the probes poll.")
 @click.option("--idle-seconds", default=20.0, show_default=True, help="How long to measure an idle store's CPU (0: skip).")
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
+@click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
+                                            "and load for --probes seconds.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
-              port: int) -> None:
+              port: int, floor: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
-    from deltastate.bench.freshness import run_freshness_bench
+    from deltastate.bench.freshness import run_floor, run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
-                                  echo=click.echo)
+    if floor:
+        figures = run_floor(settings, rate, probes, trigger)
+    else:
+        figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
+                                      echo=click.echo)
     for line in figures.lines():
         click.echo(line)

@@ -15,7 +15,7 @@ next publish.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
@@ -45,6 +45,9 @@ class Overlay:
     # retained (stream time - retention) after the newer commits; older entries, the snapshot's
     # included, have left the store as they do at publish.
     horizon: dict[int, int] | None = None
+    # The rows with their ordering columns (epoch, batch_id, the commit): what a later overlay of the
+    # same snapshot extends with the commits after to_version instead of reading them all again.
+    raw: pa.Table | None = field(default=None, repr=False, compare=False)
 
 
 def snapshot_columns(snap: Snapshot, store: str) -> list[str]:
@@ -52,8 +55,11 @@ def snapshot_columns(snap: Snapshot, store: str) -> list[str]:
     return [d[0] for d in cursor.description or []]
 
 
-def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store: StoreDefinition) -> Overlay:
-    """The changelog records of `store` committed after snapshot `snap` was built."""
+def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store: StoreDefinition,
+                  previous: Overlay | None = None) -> Overlay:
+    """The changelog records of `store` committed after snapshot `snap` was built. previous: an
+    earlier overlay of the same snapshot, extended with the commits after it (its rows are the latest
+    per key up to its version, so only newer commits are read)."""
     import duckdb
     import pyarrow.parquet as pq
 
@@ -66,8 +72,14 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     newest = deltalog.newest_commit(table_path)
     if newest is None or (held is not None and newest.version <= held):
         return Overlay(store.name, None, held, held)
-    files = deltalog.tail_files(table_path, held, newest.version)
-    if not files:
+    start, base = held, None
+    if (previous is not None and previous.raw is not None and previous.from_version == held
+            and previous.to_version is not None and previous.to_version <= newest.version):
+        if previous.to_version == newest.version:
+            return previous
+        start, base = previous.to_version, previous.raw
+    files = deltalog.tail_files(table_path, start, newest.version)
+    if not files and base is None:
         return Overlay(store.name, None, held, newest.version)
     columns = snapshot_columns(snap, store.name)
     wanted = list(dict.fromkeys([*columns, OP, *ORDER_COLUMNS]))
@@ -78,7 +90,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
             present = [c for c in wanted if c in table.column_names]
             parts.append((f.version, table.select(present)))
     except (OSError, ValueError) as exc:
-        raise FreshReadError(f"store {store.name!r}: reading changelog commits after version {held} "
+        raise FreshReadError(f"store {store.name!r}: reading changelog commits after version {start} "
                              f"failed: {exc}") from exc
     keys = [quote(c) for c in store_key_columns(store)]
     con = duckdb.connect(":memory:")  # our own instance: the snapshot's connection is locked down
@@ -89,14 +101,17 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
             con.register(f"_part{i}", table)
             cols = ", ".join(_column(c, table.column_names) for c in wanted)
             selects.append(f"SELECT {cols}, {version} AS _commit FROM _part{i}")
+        if base is not None:
+            con.register("_base", base)
+            selects.append(f"SELECT {', '.join(quote(c) for c in wanted)}, _commit FROM _base")
         latest = latest_per_key_sql(f"({' UNION ALL BY NAME '.join(selects)})", keys,
                                     has_epoch="epoch" in wanted, tiebreak="_commit")
-        rows = con.sql(f"SELECT * EXCLUDE (_commit) FROM ({latest})").to_arrow_table()
+        raw = con.sql(latest).to_arrow_table()
     finally:
         con.close()
     extra = [c for c in ORDER_COLUMNS if c not in columns]
-    rows = rows.drop_columns(extra) if extra else rows
-    return Overlay(store.name, rows, held, newest.version, _horizon(settings, deltalog, info, store))
+    rows = raw.drop_columns(["_commit", *extra])
+    return Overlay(store.name, rows, held, newest.version, _horizon(settings, deltalog, info, store), raw=raw)
 
 
 def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,

@@ -17,6 +17,7 @@ Key-value stores only, and not LRU stores, whose evictions depend on other keys'
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +33,10 @@ from deltastate.query.tail import Record
 from deltastate.stores.definition import StoreDefinition
 
 _SEARCH_BACK = 20  # commits of the intake table searched for the newest audit row
+# (intake path, its newest version) -> the committed offsets that version holds: a read between two
+# micro-batches lists the log, and reads no audit file.
+_OFFSETS_CACHE: dict[tuple[str, int], dict[int, int]] = {}
+_OFFSETS_LOCK = threading.Lock()
 
 
 @dataclass
@@ -61,13 +66,26 @@ def check_latest_supported(store: StoreDefinition) -> None:
 def committed_offsets(settings: Settings, deltalog: DeltaLog, store: StoreDefinition) -> dict[int, int]:
     """Partition -> the highest offset the stream has audited (folded or dead-lettered), from the
     newest intake audit row; {} when the store has committed nothing."""
-    import pyarrow.parquet as pq
-
     path = settings.table_path(store.name, INTAKE)
     newest = deltalog.newest_commit(path)
     if newest is None:
         return {}
-    for version in range(newest.version, max(-1, newest.version - _SEARCH_BACK), -1):
+    with _OFFSETS_LOCK:
+        cached = _OFFSETS_CACHE.get((path, newest.version))
+    if cached is not None:
+        return dict(cached)
+    found = _offsets_at(path, deltalog, store, newest.version)
+    with _OFFSETS_LOCK:
+        if len(_OFFSETS_CACHE) > 256:
+            _OFFSETS_CACHE.clear()
+        _OFFSETS_CACHE[(path, newest.version)] = found
+    return dict(found)
+
+
+def _offsets_at(path: str, deltalog: DeltaLog, store: StoreDefinition, newest: int) -> dict[int, int]:
+    import pyarrow.parquet as pq
+
+    for version in range(newest, max(-1, newest - _SEARCH_BACK), -1):
         files = deltalog.tail_files(path, version - 1, version)
         if not files:
             continue

@@ -39,7 +39,7 @@ def _options(max_staleness: float | None, fresh: bool, consistency: str | None, 
     if resolved == "latest" and not point_read:
         raise ParameterError("consistency", "latest applies to point reads (GET /stores/{store}/keys/{key} and "
                                             "keys:batchGet); use snapshot or committed here")
-    return ReadOptions(max_staleness, resolved, as_of_version, as_of)
+    return ReadOptions(max_staleness, resolved, as_of_version, as_of, "consistency" if consistency else "fresh")
 
 
 MaxStaleness = Annotated[float | None, Query(ge=0, allow_inf_nan=False,

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from deltastate.changelog.layout import CHANGELOG, KEY
+from deltastate.changelog.layout import KEY
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import ParameterError
@@ -42,6 +42,7 @@ class ReadOptions:
     consistency: str = "snapshot"
     as_of_version: int | None = None
     as_of: str | None = None
+    asked_by: str = "consistency"  # the parameter the caller set it with (fresh=true or consistency=), for errors
 
     @property
     def fresh(self) -> bool:
@@ -86,9 +87,9 @@ class ServiceState:
         self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
         self._tails: dict[str, SourceTail] = {}
         self._tails_lock = threading.Lock()
-        # (snapshot version, store, newest changelog version) -> its overlay: every committed read
-        # between two commits shares one instead of reading the changelog's tail again.
-        self._overlays: dict[tuple[int, str, int | None], Overlay] = {}
+        # (snapshot version, store) -> its newest overlay: reads between two commits share it, and the
+        # next commit extends it instead of reading the changelog's tail again.
+        self._overlays: dict[tuple[int, str], Overlay] = {}
         self._overlays_lock = threading.Lock()
 
     def _swapped(self, new: int, old: int | None) -> None:
@@ -105,8 +106,8 @@ class ServiceState:
         if options.as_of_version is not None and options.as_of is not None:
             raise ParameterError("as_of", "give as_of or as_of_version, not both")
         if options.fresh and (options.as_of_version is not None or options.as_of is not None):
-            raise ParameterError("consistency", f"consistency={options.consistency} reads the newest commits; it "
-                                                "cannot be combined with as_of")
+            raise ParameterError(options.asked_by, f"consistency={options.consistency} reads the newest commits; "
+                                                   "it cannot be combined with as_of")
         if options.as_of_version is not None:
             return options.as_of_version
         if options.as_of is not None:
@@ -151,18 +152,20 @@ class ServiceState:
             yield Reading(snap, self.queries.at(snap, overlays), freshness, latest)
 
     def _overlay(self, snap: Snapshot, definition: StoreDefinition, uncached: bool) -> Overlay:
-        log = self.uncached_log if uncached else self.deltalog
-        newest = log.newest_commit(self.settings.table_path(definition.name, CHANGELOG))
-        key = (snap.version, definition.name, None if newest is None else newest.version)
+        """The store's overlay on `snap`, shared by the reads between two changelog commits and
+        extended by the next commit's files alone."""
+        key = (snap.version, definition.name)
         with self._overlays_lock:
-            found = self._overlays.get(key)
-        if found is not None:
-            return found
-        overlay = build_overlay(self.settings, log, snap, definition)
-        with self._overlays_lock:
-            if len(self._overlays) > 64:
-                self._overlays.clear()
-            self._overlays[key] = overlay
+            previous = self._overlays.get(key)
+        overlay = build_overlay(self.settings, self.uncached_log if uncached else self.deltalog, snap, definition,
+                                previous)
+        if overlay is not previous:
+            with self._overlays_lock:
+                if len(self._overlays) > 64:
+                    self._overlays.clear()
+                held = self._overlays.get(key)
+                if held is None or (held.to_version or -1) <= (overlay.to_version or -1):
+                    self._overlays[key] = overlay
         return overlay
 
     def _tail(self, definition: StoreDefinition, offsets: dict[int, int]) -> SourceTail:
