@@ -114,3 +114,13 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
                                       echo=click.echo)
     for line in figures.lines():
         click.echo(line)
+
+
+@bench.command("commit")
+@click.option("--appends", default=25, show_default=True, type=click.IntRange(min=10), help="Appends per variant.")
+def commit(appends: int) -> None:
+    """What one small Delta append costs, with and without the idempotent-write options."""
+    from deltastate.bench.commit import run_commit_bench
+
+    for line in run_commit_bench(load_settings(), appends).lines():
+        click.echo(line)

@@ -16,6 +16,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from deltastate.query.errors import FreshReadError
+
 Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
 
 # Records a tail holds at most, over all partitions: a stream this far behind is not "latest" anymore.
@@ -90,11 +92,17 @@ class SourceTail:
     def snapshot(self, partition: int, after: int) -> tuple[list[Record], int]:
         """The records of `partition` with offset > after, and the highest offset read so far."""
         if self._error is not None:
-            raise RuntimeError(f"the tail of topic {self.topic!r} stopped: {self._error}")
+            raise FreshReadError(f"the reader of topic {self.topic!r} stopped ({self._error}); the next read "
+                                 "starts a new one")
         with self._lock:
             part = self._parts[partition]
             i = bisect.bisect_right(part.offsets, after)
             return part.records[i:], part.consumed
+
+    @property
+    def failed(self) -> bool:
+        """The reader stopped (the broker went away, or the stream fell MAX_RECORDS behind)."""
+        return self._error is not None
 
     def consumed(self) -> dict[int, int]:
         with self._lock:

@@ -169,9 +169,13 @@ class ServiceState:
         return overlay
 
     def _tail(self, definition: StoreDefinition, offsets: dict[int, int]) -> SourceTail:
-        """The store's topic tail, started at the stream's committed offsets on first use."""
+        """The store's topic tail, started at the stream's committed offsets on first use, and again
+        after it failed."""
         with self._tails_lock:
             tail = self._tails.get(definition.name)
+            if tail is not None and tail.failed:
+                tail.close()
+                tail = None
             if tail is None:
                 tail = SourceTail(self.settings.kafka_bootstrap, definition.source.topic,
                                   {p: hi + 1 for p, hi in offsets.items()})

@@ -14,6 +14,7 @@ independent reference over exactly the records each answer says it includes.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import shutil
 import threading
@@ -22,10 +23,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from support.reference import VALUE_FIELDS, Record, expected
 from support.store_checks import STORE, generated, new_topic, produce
 
+from deltastate.cli.main import cli
 from deltastate.engine import run_store
 from deltastate.ingest.partitioner import partition_for
 from deltastate.service import create_app
@@ -89,6 +92,12 @@ def test_latest_folds_the_uncommitted_records_and_agrees_with_committed_once_the
                             json={"keys": keys}).json()
         assert {r["key"]: values(r) for r in batch["rows"]} == want_all.state
         assert set(batch["missing"]) == set(keys) - set(want_all.state)
+        # The CLI reads through the same path, the topic read up to its end once.
+        changed = next(k for k in sorted(want_all.state) if want_all.state[k] != want_committed.state.get(k))
+        for consistency, want in (("latest", want_all), ("committed", want_committed)):
+            out = CliRunner().invoke(cli, ["get", STORE, changed, "--consistency", consistency, "--json"], obj=settings)
+            assert out.exit_code == 0, out.output
+            assert values(json.loads(out.output.splitlines()[0])) == want.state[changed]
 
         run_store(settings, STORE, once=True, topic=topic)
         assert read_all(client, keys, "committed") == want_all.state == read_all(client, keys, "latest")

@@ -168,7 +168,6 @@ def _partition_update(store: StoreDefinition, ops: list[tuple[str, str]]):
             entries[k] = entry  # to the newest end
             if not row.seed:
                 changed[k] = (entry, pos, kafka_us, None)
-        evict_to(capacity, -1, None)  # a smaller bound than the state was built with
         state.update((json.dumps(list(entries.items())), json.dumps(totals)))
         yield _output(partition, changed, totals, value_types)
 
