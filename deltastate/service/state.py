@@ -29,9 +29,6 @@ from deltastate.stores.definition import StoreDefinition
 EPOCH = datetime(1970, 1, 1)  # naive UTC, like the snapshot's published_at
 
 
-CONSISTENCY = ("snapshot", "committed", "latest")
-
-
 @dataclass(frozen=True)
 class ReadOptions:
     """The parameters every read accepts. consistency: snapshot (the published snapshot), committed
@@ -190,4 +187,4 @@ class ServiceState:
             self._tails.clear()
 
 
-__all__ = ["CONSISTENCY", "LatestView", "ReadOptions", "Reading", "ServiceState"]
+__all__ = ["LatestView", "ReadOptions", "Reading", "ServiceState"]
