@@ -18,6 +18,7 @@ from support.store_checks import generated, new_topic, produce
 from deltastate.changelog.layout import DELETE_REASON, REASON_EVICTED
 from deltastate.changelog.rules import latest_per_key
 from deltastate.engine import run_store
+from deltastate.maintenance.inspect import inspect_store
 from deltastate.maintenance.restore import restore_store
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot
@@ -65,6 +66,8 @@ def test_lru_store_equals_the_reference_across_batches_and_a_restore(broker, spa
     latest = latest_changelog(spark, settings)
     assert {k for k, (op, reason) in latest.items() if reason == REASON_EVICTED} == want.evicted
     assert all(op == "delete" for k, (op, _) in latest.items() if k in want.evicted)
+    shown = inspect_store(spark, settings, STORE, topic_ends={p: 0 for p in range(4)}).state
+    assert (shown["max_entries"], shown["per_partition"]) == (MAX_ENTRIES, [store.lru_capacity(p) for p in range(4)])
 
     # A lost checkpoint: restore rebuilds the map (keys and their recency) from the changelog.
     shutil.rmtree(settings.checkpoint_path(STORE))
