@@ -79,7 +79,7 @@ def build_changelog(spark, settings: Settings, store, keys: int, updates: int) -
         gen.alias(layout.SEGMENT),  # layout.segment_of(0, gen * BATCHES_PER_SEGMENT) == gen
     )
     columns = [name for name, _ in layout.changelog_columns(store)]
-    rows.select(*columns).write.format("delta").mode("append").save(settings.table_path(store.name, layout.CHANGELOG))
+    rows.select(*columns).write.format("delta").mode("append").save(settings.table_path(store.storage, layout.CHANGELOG))
     return keys * updates
 
 
@@ -118,4 +118,4 @@ def _compact(spark, settings: Settings, store) -> int:
     from deltastate.maintenance.compact import compact_store
 
     compact_store(settings, store.name, spark=spark)
-    return spark.read.format("delta").load(settings.table_path(store.name, layout.CHANGELOG)).count()
+    return spark.read.format("delta").load(settings.table_path(store.storage, layout.CHANGELOG)).count()

@@ -48,6 +48,10 @@ BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
     (SEGMENT, "bigint"),
 )
 
+# The lineage of the rows a migration seeds a new version's changelog with (the previous version's
+# state transformed, epoch 0): they come from no micro-batch, so they have no audit row.
+MIGRATION_SEED_LINEAGE = "deltastate-migration/seed"
+
 # Why a delete was written, in the changelog of an LRU store (max_entries): 'evicted' when the store
 # dropped the least recently updated key to make room, null for a tombstone from the source.
 DELETE_REASON = "reason"

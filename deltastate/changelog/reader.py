@@ -80,7 +80,7 @@ def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition
 
     from deltastate.changelog.layout import INTAKE
 
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
     reader = spark.read.format("delta")
@@ -101,7 +101,7 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", int(version))
-    changelog = reader.load(settings.table_path(store.name, CHANGELOG))
+    changelog = reader.load(settings.table_path(store.storage, CHANGELOG))
 
     latest = latest_per_key(changelog, store_key_columns(store), [*store.value_columns, *STATE_BOOKKEEPING])
     return latest.select(*state_columns(store))

@@ -42,15 +42,15 @@ def _create(spark: SparkSession, path: str, columns, partition_by: str | None, c
 
 def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Creates the store's tables if missing; refuses a definition the existing ones contradict."""
-    changelog = settings.table_path(store.name, CHANGELOG)
+    changelog = settings.table_path(store.storage, CHANGELOG)
     # A new changelog records its definition in the creating commit; check_definition adds it to
     # a table that lacks it.
     _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}",
             {compat.PROPERTY: compat.encode(store)})
     check_definition(spark, changelog, store)
-    _create(spark, settings.table_path(store.name, DEADLETTER), DEADLETTER_COLUMNS, None,
+    _create(spark, settings.table_path(store.storage, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")
-    _create(spark, settings.table_path(store.name, INTAKE), INTAKE_COLUMNS, None,
+    _create(spark, settings.table_path(store.storage, INTAKE), INTAKE_COLUMNS, None,
             f"deltastate intake audit of store {store.name}")
 
 

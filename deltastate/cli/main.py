@@ -26,6 +26,8 @@ def _register() -> None:
     cli.add_command(soak_cmd.soak)
     cli.add_command(job_cmd.job)
     cli.add_command(inspect_cmd.inspect)
+    from deltastate.cli.migrate_cmd import migrate
+    cli.add_command(migrate)
     query_cmd.register(cli)
     from deltastate.cli.maintenance_cmd import register as register_maintenance
     register_maintenance(cli)

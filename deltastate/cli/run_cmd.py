@@ -20,7 +20,11 @@ def _print_batch(report: BatchReport) -> None:
 @click.option("--topic", default=None, help="Source topic (default: the store definition's).")
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
 @click.option("--quiet", is_flag=True, help="No per-batch lines.")
-def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool) -> None:
+@click.option("--schema-version", type=click.IntRange(min=1), default=None,
+              help="Run this value schema version (default: the current one); a migration's new version runs "
+                   "beside the current one while it is built.")
+def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool,
+        schema_version: int | None) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
     from deltastate.engine import run_store
     from deltastate.stores.durations import parse_duration_ms
@@ -30,7 +34,7 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
     click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}")
     result = run_store(settings, store, once=(mode == "once"), trigger=interval, topic=topic,
                        max_offsets_per_trigger=max_offsets_per_trigger,
-                       listener=None if quiet else _print_batch)
+                       listener=None if quiet else _print_batch, version=schema_version)
     rate = result.records_in / result.seconds if result.seconds else 0.0
     click.echo(f"{store}: {result.records_in:,} records in = {result.applied:,} applied + "
                f"{result.dead_lettered:,} dead-lettered; {result.changelog_records:,} changelog records; "

@@ -7,9 +7,11 @@ continuous  a processing-time trigger (the commit interval) until SIGINT/SIGTERM
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from deltastate.changelog.layout import is_windowed
@@ -25,18 +27,25 @@ from deltastate.engine.keyvalue.start import start_keyvalue
 from deltastate.engine.windowed.start import start_windowed
 from deltastate.infra.spark import get_spark
 from deltastate.stores import load_store
+from deltastate.stores.fence import check_may_write, fenced
+
+log = logging.getLogger(__name__)
 
 
 def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger: str = "1 second",
               topic: str | None = None, max_offsets_per_trigger: int | None = None,
               listener: BatchListener | None = None, stop_after: float | None = None,
-              stop_event: threading.Event | None = None, resume: ResumePlan | None = None) -> RunResult:
+              stop_event: threading.Event | None = None, resume: ResumePlan | None = None,
+              version: int | None = None) -> RunResult:
     """resume: where a new checkpoint starts (deltastate restore saves one beside the checkpoint it
-    creates, and every later run of that checkpoint reads it back)."""
-    claim_checkpoint(settings, store_name)  # one writer per checkpoint: held while this process lives
-    store = load_store(settings, store_name)
+    creates, and every later run of that checkpoint reads it back). version: the value schema
+    version to run (default: the current one); a version a migration builds runs beside the current
+    one, each in its own checkpoint, and a version that is neither current nor being built is refused."""
+    store = load_store(settings, store_name, version)
+    check_may_write(settings, store)
+    claim_checkpoint(settings, store.storage)  # one writer per checkpoint: held while this process lives
     # Under the lock no live writer owns Spark's temp files: a killed run's leftovers can go.
-    drop_orphan_temp_files(Path(settings.checkpoint_path(store.name)))
+    drop_orphan_temp_files(Path(settings.checkpoint_path(store.storage)))
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)
     verify_checkpoint(spark, settings, store)
@@ -61,7 +70,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         if once:
             query.awaitTermination()
         else:
-            wait_continuous(query, stop_after, stop_event)
+            wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store))
     finally:
         if query.isActive:
             query.stop()
@@ -72,8 +81,10 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     return result
 
 
-def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None) -> None:
-    """Until the query fails, stop_after seconds pass, stop_event is set, or SIGINT/SIGTERM arrives."""
+def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None,
+                    fence: Callable[[], str | None] = lambda: None) -> None:
+    """Until the query fails, stop_after seconds pass, stop_event is set, SIGINT/SIGTERM arrives, or
+    `fence` gives a reason to stop (a migration's cutover or rollback moved the store off this version)."""
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -83,5 +94,9 @@ def wait_continuous(query, stop_after: float | None, stop_event: threading.Event
         if not query.isActive:
             break  # a failed query ends the run; its exception is raised by the caller
         if deadline is not None and time.monotonic() >= deadline:
+            break
+        reason = fence()
+        if reason is not None:
+            log.info(reason)
             break
         stop.wait(0.5)

@@ -58,7 +58,7 @@ def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefi
     from deltastate.changelog.reader import changelog_version
 
     started = time.monotonic()
-    version = changelog_version(spark, settings.table_path(store.name, layout.CHANGELOG))
+    version = changelog_version(spark, settings.table_path(store.storage, layout.CHANGELOG))
     base = CleanupReport(store.name, store.type, version)
     if version is None:
         return _done(base, started, skipped="no changelog table yet")
@@ -84,7 +84,7 @@ def _expire_ttl(spark: SparkSession, settings: Settings, store: StoreDefinition,
 
     from deltastate.changelog.reader import latest_state
 
-    path = settings.table_path(store.name, layout.CHANGELOG)
+    path = settings.table_path(store.storage, layout.CHANGELOG)
     state = latest_state(spark, settings, store, version)
     candidates = sorted(r[layout.KEY] for r in state.where(F.unix_millis("write_time") < F.lit(now - store.ttl_ms))
                         .select(layout.KEY).collect())

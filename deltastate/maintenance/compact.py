@@ -90,7 +90,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     from deltastate.changelog.reader import changelog_version
 
     started = time.monotonic()
-    path = settings.table_path(store.name, CHANGELOG)
+    path = settings.table_path(store.storage, CHANGELOG)
     if changelog_version(spark, path) is None:
         return CompactionReport(store.name, None, None, None, skipped="no changelog table yet")
     now = clock_ms() if now is None else now
@@ -143,7 +143,7 @@ def _optimize_side_tables(spark: SparkSession, settings: Settings, store: StoreD
 
     removed = {}
     for name in (INTAKE, DEADLETTER):
-        path = settings.table_path(store.name, name)
+        path = settings.table_path(store.storage, name)
         if not table_exists(spark, path):
             continue
         removed[name] = _files_removed(DeltaTable.forPath(spark, path).optimize().executeCompaction())
@@ -203,7 +203,7 @@ def _newest_audited(spark: SparkSession, settings: Settings, store: StoreDefinit
     from deltastate.changelog.layout import INTAKE
     from deltastate.changelog.tables import table_exists
 
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
     rows = spark.read.format("delta").load(path).groupBy("lineage_id").agg(F.max("batch_id").alias("b")).collect()

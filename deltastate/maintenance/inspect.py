@@ -54,7 +54,7 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
                   topic_ends: dict[int, int] | None = None) -> StoreInspection:
     """topic_ends: partition -> end offset of the source topic (read from the broker when None)."""
     store = load_store(settings, store_name)
-    checkpoint = Path(settings.checkpoint_path(store.name))
+    checkpoint = Path(settings.checkpoint_path(store.storage))
     out = StoreInspection(store.name, store.type, store.source.topic)
     out.state = _state(store, checkpoint)
     out.checkpoint = _checkpoint(checkpoint)
@@ -148,7 +148,7 @@ UNLOGGED_NOTE = ("changelog.enabled: false: the state lives only in the Spark st
 
 
 def _changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, Any]:
-    path = settings.table_path(store.name, CHANGELOG)
+    path = settings.table_path(store.storage, CHANGELOG)
     if not store.changelog.enabled:
         return {"path": path, "enabled": False, "note": UNLOGGED_NOTE}
     if not table_exists(spark, path):
@@ -172,7 +172,7 @@ def _snapshots(settings: Settings, store: str) -> list[dict[str, Any]]:
 
 
 def _dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, int]:
-    path = settings.table_path(store.name, DEADLETTER)
+    path = settings.table_path(store.storage, DEADLETTER)
     if not table_exists(spark, path):
         return {}
     from pyspark.sql import functions as F

@@ -28,7 +28,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_windowed
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE, is_windowed
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
@@ -72,7 +72,7 @@ def _move_aside(checkpoint: str) -> str | None:
 
 def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
     """Partition -> one past the highest offset any intake audit row covers."""
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
     ranges = (spark.read.format("delta").load(path)
@@ -86,7 +86,7 @@ def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: Sto
     dead letters of a batch that the audit (and so the resume offsets) never saw. Their old
     checkpoint is gone, so no replay would skip them: the resumed run writes them again. Remove
     them first so that each dead letter stays in the table once."""
-    return _drop_unaudited(spark, settings.table_path(store.name, DEADLETTER), settings.table_path(store.name, INTAKE))
+    return _drop_unaudited(spark, settings.table_path(store.storage, DEADLETTER), settings.table_path(store.storage, INTAKE))
 
 
 def _drop_unaudited(spark: SparkSession, path: str, intake_path: str, exempt: tuple[str, ...] = ()) -> int:
@@ -132,8 +132,8 @@ def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: Sto
     audit rows, by design, and stay."""
     from deltastate.maintenance.retention import CLEANUP_LINEAGE_ID
 
-    return _drop_unaudited(spark, settings.table_path(store.name, CHANGELOG), settings.table_path(store.name, INTAKE),
-                           tuple(sorted(set(CLEANUP_LINEAGE_ID.values()))))
+    return _drop_unaudited(spark, settings.table_path(store.storage, CHANGELOG), settings.table_path(store.storage, INTAKE),
+                           (*sorted(set(CLEANUP_LINEAGE_ID.values())), MIGRATION_SEED_LINEAGE))
 
 
 def restore_store(settings: Settings, store_name: str, *, listener: RestoreListener | None = None,
@@ -143,19 +143,19 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     so the operator restores again."""
     started = time.monotonic()
     listener = listener or SilentListener()
-    claim_checkpoint(settings, store_name)  # fails while a run of the store still writes
     store = load_store(settings, store_name)
+    claim_checkpoint(settings, store.storage)  # fails while a run of the store still writes
     spark = spark or get_spark(settings, f"deltastate-restore-{store_name}")
     ensure_tables(spark, settings, store)
-    moved = _move_aside(settings.checkpoint_path(store.name))
-    version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+    moved = _move_aside(settings.checkpoint_path(store.storage))
+    version = changelog_version(spark, settings.table_path(store.storage, CHANGELOG))
     if not store.changelog.enabled:
         return _replay(spark, settings, store, moved, listener, started)
     mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
     orphans = drop_orphan_dead_letters(spark, settings, store)
     orphans += drop_unaudited_changelog(spark, settings, store)
-    version = changelog_version(spark, settings.table_path(store.name, CHANGELOG))
+    version = changelog_version(spark, settings.table_path(store.storage, CHANGELOG))
     offsets = audit_offsets(spark, settings, store)
     lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch
     seed_path, restored = None, 0
@@ -178,7 +178,7 @@ def _replay(spark: SparkSession, settings: Settings, store: StoreDefinition, mov
     listener.on_start(store.name, None, "replay")
     cleared = 0
     for table in (INTAKE, DEADLETTER):
-        path = settings.table_path(store.name, table)
+        path = settings.table_path(store.storage, table)
         cleared += spark.read.format("delta").load(path).count()
         DeltaTable.forPath(spark, path).delete()
     lineage = load_or_create(spark, settings, store)

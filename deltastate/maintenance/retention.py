@@ -49,7 +49,7 @@ def is_expired(window_end: int, stream_time: int | None, grace_ms: int, retentio
 
 def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
     """(source_partition int, stream_time bigint) per partition that has one."""
-    return stream_times_frame(spark.read.format("delta").load(settings.table_path(store.name, layout.INTAKE)))
+    return stream_times_frame(spark.read.format("delta").load(settings.table_path(store.storage, layout.INTAKE)))
 
 
 def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int,
@@ -57,7 +57,7 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     """Appends tombstones for the expired entries of the changelog at `version`; returns how many."""
     from pyspark.sql import functions as F
 
-    path = settings.table_path(store.name, layout.CHANGELOG)
+    path = settings.table_path(store.storage, layout.CHANGELOG)
     grace, retention = retention_of(store)
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     keys = layout.store_key_columns(store)

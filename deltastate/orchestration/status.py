@@ -58,7 +58,7 @@ def store_statuses(settings: Settings, now: datetime | None = None) -> list[Stor
         store = load_store(settings, name)
         snap = info.store(name) if info else None
         published = None if info is None else info.published_at.replace(tzinfo=UTC)
-        latest = latest_delta_version(settings.table_path(name, "changelog"))
+        latest = latest_delta_version(settings.table_path(store.storage, "changelog"))
         pinned = None if snap is None else snap.changelog_version
         behind = None if latest is None else latest - (-1 if pinned is None else pinned)
         out.append(StoreStatus(

@@ -41,7 +41,7 @@ def changelog_frame(spark: SparkSession, settings: Settings, store: StoreDefinit
     """The changelog columns the changelog suite checks, at one Delta version, plus _batch_order_ok."""
     cols = [*store_key_columns(store), OP, "batch_id", "lineage_id", "write_time"]
     frame = (spark.read.format("delta").option("versionAsOf", version)
-             .load(settings.table_path(store.name, CHANGELOG)).select(*cols).toPandas())
+             .load(settings.table_path(store.storage, CHANGELOG)).select(*cols).toPandas())
     frame["_batch_order_ok"] = batch_order_ok(frame) if len(frame) else []
     return frame
 
@@ -54,7 +54,7 @@ def live_keys(spark: SparkSession, settings: Settings, store: StoreDefinition, v
 
     keys = list(store_key_columns(store))
     ranked = Window.partitionBy(*keys).orderBy(F.col("epoch").desc(), F.col("batch_id").desc())
-    table = spark.read.format("delta").option("versionAsOf", version).load(settings.table_path(store.name, CHANGELOG))
+    table = spark.read.format("delta").option("versionAsOf", version).load(settings.table_path(store.storage, CHANGELOG))
     return int(table.withColumn("_rank", F.row_number().over(ranked))
                .where((F.col("_rank") == 1) & (F.col(OP) == OP_PUT)).count())
 

@@ -68,7 +68,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
                                       "its published snapshot can be read")
     info = snap.store_info.get(store.name)
     held = None if info is None else info.changelog_version
-    table_path = settings.table_path(store.name, CHANGELOG)
+    table_path = settings.table_path(store.storage, CHANGELOG)
     newest = deltalog.newest_commit(table_path)
     if newest is None or (held is not None and newest.version <= held):
         return Overlay(store.name, None, held, held)
@@ -132,7 +132,7 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
         return None
     times = {} if info is None else info.stream_times_by_partition()
     after = None if info is None else info.intake_version
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     newest = deltalog.newest_commit(path)
     if newest is not None and (after is None or newest.version > after):
         try:

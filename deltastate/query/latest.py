@@ -31,6 +31,7 @@ from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.tail import Record
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.expression import evaluate, parse
 
 _SEARCH_BACK = 20  # commits of the intake table searched for the newest audit row
 # (intake path, its newest version) -> the committed offsets that version holds: a read between two
@@ -66,7 +67,7 @@ def check_latest_supported(store: StoreDefinition) -> None:
 def committed_offsets(settings: Settings, deltalog: DeltaLog, store: StoreDefinition) -> dict[int, int]:
     """Partition -> the highest offset the stream has audited (folded or dead-lettered), from the
     newest intake audit row; {} when the store has committed nothing."""
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     newest = deltalog.newest_commit(path)
     if newest is None:
         return {}
@@ -150,6 +151,10 @@ def fold_latest(store: StoreDefinition, row: dict[str, Any] | None, partition: i
                 current[agg.target] = _combine(agg.op, current.get(agg.target), source)
             held = current.get("event_time")
             current["event_time"] = ts if held is None else max(held, ts)
+        for derived in store.derived:
+            result = evaluate(parse(derived.expression), current)
+            wanted = store.value_field(derived.target).type
+            current[derived.target] = None if result is None else (int(result) if wanted == "long" else result)
         # Not written anywhere yet: no batch, no write time.
         current.update(source_partition=partition, source_offset=offset, batch_id=None, write_time=None)
     return current

@@ -32,6 +32,7 @@ from deltastate.query.times import parse_time
 from deltastate.snapshot.publish import quote
 from deltastate.snapshot.read_index import StoreIndex
 from deltastate.stores import list_stores, load_store
+from deltastate.stores.current import FIRST_VERSION, current_version
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ class _Pinned:
 
     def __init__(self, snap: Snapshot) -> None:
         self._snap = snap
+        self.pinned = snap
 
     @contextmanager
     def snapshot(self) -> Iterator[Snapshot]:
@@ -103,7 +105,7 @@ class Queries:
     """The reads. One instance may serve many threads."""
 
     def __init__(self, settings: Settings, reader: SnapshotReader | None = None,
-                 definitions: dict[str, StoreDefinition] | None = None,
+                 definitions: dict[tuple[str, int | None], StoreDefinition] | None = None,
                  overlays: dict[str, Overlay] | None = None) -> None:
         self.settings = settings
         self.reader = reader or SnapshotReader(settings)
@@ -129,14 +131,21 @@ class Queries:
 
     # -- helpers -------------------------------------------------------------------------------
     def store(self, name: str) -> StoreDefinition:
-        """The store's definition (UnknownStoreError for an undeclared store), cached."""
-        found = self._definitions.get(name)
+        """The store's definition (UnknownStoreError for an undeclared store), cached: at the value
+        schema version the pinned snapshot holds, else at the store's current version."""
+        if not _STORE_NAME.match(name):  # never let a name walk out of schemas/stores/
+            raise UnknownStoreError(name, list_stores(self.settings))
+        pinned = getattr(self.reader, "pinned", None)
+        info = None if pinned is None else pinned.store_info.get(name)
+        if info is not None:
+            version = info.value_version if info.value_version is not None else FIRST_VERSION
+        else:
+            version = current_version(self.settings, name)
+        found = self._definitions.get((name, version))
         if found is None:
-            if not _STORE_NAME.match(name):  # never let a name walk out of schemas/stores/
-                raise UnknownStoreError(name, list_stores(self.settings))
-            found = load_store(self.settings, name)
+            found = load_store(self.settings, name, version)
             with self._definitions_lock:
-                self._definitions[name] = found
+                self._definitions[(name, version)] = found
         return found
 
     def _table(self, snap: Snapshot, store: StoreDefinition) -> str:

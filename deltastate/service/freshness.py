@@ -9,7 +9,7 @@ no I/O. A fresh read brings the answer up to the newest commit: its staleness is
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -56,15 +56,18 @@ def iso(ts: datetime | None) -> str | None:
 class FreshnessTracker:
     """Computes Freshness for answers; shares one DeltaLog cache across requests."""
 
-    def __init__(self, settings: Settings, deltalog: DeltaLog) -> None:
+    def __init__(self, settings: Settings, deltalog: DeltaLog,
+                 storage_of: Callable[[Snapshot, str], str] | None = None) -> None:
         self.settings = settings
         self.deltalog = deltalog
+        # Where the snapshot's version of a store keeps its tables (a migrated store: NAME.vN).
+        self.storage_of = storage_of or (lambda _snap, store: store)
 
     def store_staleness(self, snap: Snapshot, store: str) -> tuple[float | None, int | None, int | None]:
         """(staleness seconds, changelog version held, newest changelog version) of one store."""
         info = snap.store_info.get(store)
         held = None if info is None else info.changelog_version
-        path = self.settings.table_path(store, CHANGELOG)
+        path = self.settings.table_path(self.storage_of(snap, store), CHANGELOG)
         newest = self.deltalog.newest_commit(path)
         if newest is None:
             # No changelog yet: nothing is newer than the snapshot; on remote storage we cannot tell.

@@ -21,6 +21,7 @@ from deltastate.service.freshness import Freshness, iso
 from deltastate.service.sqlexec import run_sql
 from deltastate.service.state import Reading, ReadOptions, ServiceState
 from deltastate.stores import list_stores
+from deltastate.stores.versions import down_convert
 
 router = APIRouter()
 Store = Annotated[str, Path(description="A declared store, e.g. player_stats")]
@@ -32,14 +33,15 @@ def state_of(request: Request) -> ServiceState:
 
 
 def _options(max_staleness: float | None, fresh: bool, consistency: str | None, as_of_version: int | None,
-             as_of: str | None, point_read: bool) -> ReadOptions:
+             as_of: str | None, point_read: bool, schema_version: int | None = None) -> ReadOptions:
     if fresh and consistency not in (None, "committed"):
         raise ParameterError("fresh", f"fresh=true is consistency=committed; it contradicts consistency={consistency}")
     resolved = consistency or ("committed" if fresh else "snapshot")
     if resolved == "latest" and not point_read:
         raise ParameterError("consistency", "latest applies to point reads (GET /stores/{store}/keys/{key} and "
                                             "keys:batchGet); use snapshot or committed here")
-    return ReadOptions(max_staleness, resolved, as_of_version, as_of, "consistency" if consistency else "fresh")
+    return ReadOptions(max_staleness, resolved, as_of_version, as_of, "consistency" if consistency else "fresh",
+                       schema_version)
 
 
 MaxStaleness = Annotated[float | None, Query(ge=0, allow_inf_nan=False,
@@ -48,19 +50,23 @@ Fresh = Annotated[bool, Query(description="Merge changelog commits newer than th
 Consistency = Annotated[Literal["snapshot", "committed", "latest"] | None, Query(
     description="snapshot: the published snapshot; committed: plus the changelog commits after it; latest "
                 "(key-value point reads): plus the source records the stream has not committed yet")]
+SchemaVersion = Annotated[int | None, Query(ge=1, description="Answer in this value schema version's shape (a "
+                                                              "client written for an older version)")]
 AsOfVersion = Annotated[int | None, Query(ge=1, description="Answer from this retained snapshot version")]
 AsOf = Annotated[str | None, Query(description="Answer from the newest retained snapshot published at or before "
                                                "this time (epoch ms or ISO-8601, UTC without zone)")]
 
 
 def read_options(max_staleness: MaxStaleness = None, fresh: Fresh = False, consistency: Consistency = None,
-                 as_of_version: AsOfVersion = None, as_of: AsOf = None) -> ReadOptions:
-    return _options(max_staleness, fresh, consistency, as_of_version, as_of, point_read=False)
+                 as_of_version: AsOfVersion = None, as_of: AsOf = None,
+                 schema_version: SchemaVersion = None) -> ReadOptions:
+    return _options(max_staleness, fresh, consistency, as_of_version, as_of, False, schema_version)
 
 
 def point_read_options(max_staleness: MaxStaleness = None, fresh: Fresh = False, consistency: Consistency = None,
-                       as_of_version: AsOfVersion = None, as_of: AsOf = None) -> ReadOptions:
-    return _options(max_staleness, fresh, consistency, as_of_version, as_of, point_read=True)
+                       as_of_version: AsOfVersion = None, as_of: AsOf = None,
+                       schema_version: SchemaVersion = None) -> ReadOptions:
+    return _options(max_staleness, fresh, consistency, as_of_version, as_of, True, schema_version)
 
 
 Options = Annotated[ReadOptions, Depends(read_options)]
@@ -69,12 +75,32 @@ Limit = Annotated[int | None, Query(ge=1, description="Page size")]
 
 
 def _answer(reading: Reading, body: dict[str, Any], latest: LatestPosition | None = None) -> JSONAnswer:
+    if isinstance(body.get("store"), str):
+        _shape(reading, body)
     body["meta"] = reading.freshness.body()
+    if isinstance(body.get("store"), str):
+        body["meta"]["schema_version"] = body.pop("_schema_version")
     if latest is not None:
         # Which records the answer includes, per source partition of the keys read.
         body["meta"]["consistency"] = "latest"
         body["meta"]["latest"] = latest.body()
     return JSONAnswer(body, headers=reading.freshness.headers())
+
+
+def _shape(reading: Reading, body: dict[str, Any]) -> None:
+    """A single-store answer in the value schema version asked for (schema_version=N): rows of the
+    snapshot's version converted down (stores/versions.py); the version served goes into meta."""
+    definition = reading.queries.store(body["store"])
+    served = definition.value_version if reading.schema_version is None else reading.schema_version
+    body["_schema_version"] = served
+    if served == definition.value_version:
+        return
+    if isinstance(body.get("value"), dict):
+        body["value"] = down_convert(definition, body["value"], served)
+    if isinstance(body.get("rows"), list):
+        body["rows"] = [down_convert(definition, row, served) if isinstance(row, dict) else row for row in body["rows"]]
+    if isinstance(body.get("columns"), list):
+        body["columns"] = list(down_convert(definition, dict.fromkeys(body["columns"]), served))
 
 
 def _rows(result: QueryResult) -> dict[str, Any]:

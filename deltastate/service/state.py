@@ -25,6 +25,7 @@ from deltastate.service.metrics import ServiceMetrics
 from deltastate.service.options import ServiceOptions
 from deltastate.service.snapshots import SnapshotPool
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.versions import check_servable
 
 EPOCH = datetime(1970, 1, 1)  # naive UTC, like the snapshot's published_at
 
@@ -39,7 +40,8 @@ class ReadOptions:
     consistency: str = "snapshot"
     as_of_version: int | None = None
     as_of: str | None = None
-    asked_by: str = "consistency"  # the parameter the caller set it with (fresh=true or consistency=), for errors
+    asked_by: str = "consistency"
+    schema_version: int | None = None  # answer in this value schema version's shape (an older client)  # the parameter the caller set it with (fresh=true or consistency=), for errors
 
     @property
     def fresh(self) -> bool:
@@ -69,6 +71,7 @@ class Reading:
     queries: Queries
     freshness: Freshness
     latest: LatestView | None = None
+    schema_version: int | None = None  # asked for; None: the version the snapshot holds
 
 
 class ServiceState:
@@ -78,7 +81,8 @@ class ServiceState:
         self.deltalog = DeltaLog(ttl=options.staleness_cache_s)
         # Latest reads read the audit, then the changelog, each as it is now (query/latest.py).
         self.uncached_log = DeltaLog(ttl=0.0)
-        self.freshness = FreshnessTracker(settings, self.deltalog)
+        self.freshness = FreshnessTracker(settings, self.deltalog,
+                                          lambda snap, store: self.queries.at(snap).store(store).storage)
         self.metrics = ServiceMetrics(self._published_at, self._version)
         self.pool = SnapshotPool(settings, on_swap=self._swapped)
         self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
@@ -125,6 +129,8 @@ class ServiceState:
                 # Before the changelog commits: see query/latest.py.
                 offsets[definition.name] = committed_offsets(self.settings, self.uncached_log, definition)
         with self.pool.lease(version) as snap:
+            # The snapshot's own version of each store (a migration switches versions between snapshots).
+            definitions = [self.queries.at(snap).store(s) for s in stores]
             overlays, fresh_to = {}, None
             if options.fresh:
                 for definition in definitions:
@@ -146,7 +152,13 @@ class ServiceState:
                 for name, tail in tails.items():
                     tail.trim(offsets[name])
                 latest = LatestView(offsets, tails, self.settings.max_value_bytes)
-            yield Reading(snap, self.queries.at(snap, overlays), freshness, latest)
+            for definition in definitions:
+                if options.schema_version is not None:
+                    try:
+                        check_servable(definition, options.schema_version)
+                    except ValueError as e:
+                        raise ParameterError("schema_version", str(e)) from None
+            yield Reading(snap, self.queries.at(snap, overlays), freshness, latest, options.schema_version)
 
     def _overlay(self, snap: Snapshot, definition: StoreDefinition, uncached: bool) -> Overlay:
         """The store's overlay on `snap`, shared by the reads between two changelog commits and

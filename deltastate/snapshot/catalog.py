@@ -40,11 +40,11 @@ META_DDL = f"CREATE TABLE {META_TABLE} (snapshot_version BIGINT NOT NULL, publis
 STORES_DDL = (
     f"CREATE TABLE {STORES_TABLE} (store VARCHAR PRIMARY KEY, store_type VARCHAR NOT NULL, "
     "changelog_version BIGINT, changelog_committed_at TIMESTAMP, row_count BIGINT NOT NULL, "
-    "intake_version BIGINT, stream_times VARCHAR)"
+    "intake_version BIGINT, stream_times VARCHAR, value_version INTEGER)"
 )
-# In StoreSnapshot's field order. Snapshots published before the last two existed read them as NULL.
+# In StoreSnapshot's field order. Snapshots published before the last three existed read them as NULL.
 STORE_COLUMNS = ("store", "store_type", "changelog_version", "changelog_committed_at", "row_count",
-                 "intake_version", "stream_times")
+                 "intake_version", "stream_times", "value_version")
 NO_SNAPSHOT = "no snapshot published yet; run `deltastate snapshot publish`"
 
 
@@ -61,6 +61,8 @@ class StoreSnapshot:
     # retention horizon, and those times ({"partition": ms}, JSON). Fresh reads advance them.
     intake_version: int | None = None
     stream_times: str | None = None
+    # The store's value schema version the table holds (None: the store's first version).
+    value_version: int | None = None
 
     def stream_times_by_partition(self) -> dict[int, int]:
         return {int(p): int(ms) for p, ms in json.loads(self.stream_times or "{}").items()}

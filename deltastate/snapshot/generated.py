@@ -43,7 +43,8 @@ def publish_generated(settings: Settings, stores: list[GeneratedStore],
             s.fill(con)
             [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(s.definition.name)}").fetchall()
             built.append(StoreSnapshot(s.definition.name, s.definition.type, s.changelog_version,
-                                       s.changelog_committed_at, int(rows)))
+                                       s.changelog_committed_at, int(rows),
+                                       value_version=s.definition.value_version))
         return built
 
     return publish_built(settings, build, published_at=published_at)

@@ -103,7 +103,7 @@ def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, s
     spec = store.window or store.session
     if spec is None:
         return state, None, None
-    latest = latest_commit(spark, settings.table_path(store.name, INTAKE))
+    latest = latest_commit(spark, settings.table_path(store.storage, INTAKE))
     intake_version = None if latest is None else latest[0]
     times = {} if intake_version is None else stream_times(spark, settings, store, intake_version)
     recorded = json.dumps({str(p): ms for p, ms in sorted(times.items())})
@@ -145,7 +145,7 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
         if unlogged.rows is not None:
             _insert(con, store, unlogged.rows)
     else:
-        path = settings.table_path(store.name, CHANGELOG)
+        path = settings.table_path(store.storage, CHANGELOG)
         latest = latest_commit(spark, path)
         version, committed_at = (None, None) if latest is None else (latest[0], _utc_naive(latest[1]))
         if version is not None:
@@ -154,7 +154,8 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
                                                      latest_state(spark, settings, store, version))
             _insert(con, store, state)
     [(rows,)] = con.execute(f"SELECT count(*) FROM {quote(store.name)}").fetchall()
-    return StoreSnapshot(store.name, store.type, version, committed_at, int(rows), intake_version, times)
+    return StoreSnapshot(store.name, store.type, version, committed_at, int(rows), intake_version, times,
+                         store.value_version)
 
 
 def _insert(con: duckdb.DuckDBPyConnection, store: StoreDefinition, state) -> None:

@@ -51,6 +51,29 @@ class Aggregation:
 
 
 @dataclass(frozen=True)
+class DerivedField:
+    """value field <- an expression over the store's aggregated value fields (stores/expression.py),
+    computed on every changelog record the store writes."""
+
+    target: str
+    expression: str
+
+
+@dataclass(frozen=True)
+class MigrationStep:
+    """How value schema version `version` was obtained from `version - 1` (stores/versions.py)."""
+
+    version: int
+    renamed: tuple[tuple[str, str], ...] = ()  # (old name, new name)
+    derived: tuple[str, ...] = ()  # fields this step starts deriving
+    added: tuple[str, ...] = ()  # aggregations this step adds (replayed, or a default going forward)
+    defaults: tuple[tuple[str, int | float | str], ...] = ()
+    dropped: tuple[str, ...] = ()
+    widened: tuple[tuple[str, str, str], ...] = ()  # (field, old type, new type)
+    retire_after_ms: int = 7 * 86_400_000
+
+
+@dataclass(frozen=True)
 class ChangelogOptions:
     min_compaction_lag_ms: int
     min_cleanable_dirty_ratio: float
@@ -119,6 +142,20 @@ class StoreDefinition:
     # LRU key-value store (Kafka Streams' Stores.lruMap): at most max_entries keys, split over the
     # source partitions (see lru_capacity); None keeps every key.
     max_entries: int | None = None
+    derived: tuple[DerivedField, ...] = ()
+    # Value schema versions: the ones the store file declares, and the steps from the first to this one.
+    versions: tuple[int, ...] = (1,)
+    history: tuple[MigrationStep, ...] = ()
+
+    @property
+    def storage(self) -> str:
+        """The folder name of this version's tables and checkpoint: the store's name for its first
+        version, NAME.vN for a version a migration builds beside it."""
+        return self.name if self.value_version == self.versions[0] else f"{self.name}.v{self.value_version}"
+
+    @property
+    def aggregated_columns(self) -> tuple[str, ...]:
+        return tuple(a.target for a in self.aggregations)
 
     @property
     def key_field(self) -> str:

@@ -4,6 +4,7 @@ message naming the file, the key path and what is allowed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from pydantic import ValidationError
 
 from deltastate.config import Settings
 from deltastate.errors import StoreDefinitionError, UnknownStoreError
+from deltastate.stores.current import FIRST_VERSION, current_version
 from deltastate.stores.definition import (
     VALUE_TYPES,
     WINDOWED_ONLY_OPS,
@@ -28,6 +30,7 @@ from deltastate.stores.definition import (
 from deltastate.stores.schema import AggregationModel, FieldTombstoneModel, StoreFileModel
 from deltastate.stores.state import DEFAULT_STATE
 from deltastate.stores.validation import explain
+from deltastate.stores.versions import next_version
 
 # JSON-schema types an aggregation may read, per value type it produces.
 _NUMERIC_JSON = {"integer": "long", "number": "double"}
@@ -37,15 +40,19 @@ def list_stores(settings: Settings) -> list[str]:
     return sorted(p.stem for p in (settings.schemas_dir / "stores").glob("*.yaml"))
 
 
-def load_store(settings: Settings, name: str) -> StoreDefinition:
+def load_store(settings: Settings, name: str, version: int | None = None) -> StoreDefinition:
+    """The store's definition at value schema `version`; default: the current version (the first
+    declared one until a migration cuts over, stores/current.py)."""
     path = settings.schemas_dir / "stores" / f"{name}.yaml"
     if not path.is_file():
         raise UnknownStoreError(name, list_stores(settings))
-    return parse_store(settings.schemas_dir, name, path)
+    return parse_store(settings.schemas_dir, name, path,
+                       version if version is not None else current_version(settings, name))
 
 
-def parse_store(schemas_dir: Path, name: str, path: Path) -> StoreDefinition:
-    """The definition in `path`, checked against the file shape and the schemas it names."""
+def parse_store(schemas_dir: Path, name: str, path: Path, version: int | None = None) -> StoreDefinition:
+    """The definition in `path` at value schema `version` (default: the first), checked against the
+    file shape, the schemas it names and, for a later version, the migrations that lead to it."""
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
@@ -59,10 +66,33 @@ def parse_store(schemas_dir: Path, name: str, path: Path) -> StoreDefinition:
     if model.name not in (None, name):
         raise StoreDefinitionError(name, f"{path}: name: the file declares {model.name!r}; a store's name is "
                                          f"its file name ({name!r})")
+    if version == FIRST_VERSION:
+        version = None
     try:
-        return _build(schemas_dir, name, model)
+        store = _build(schemas_dir, name, model)
+        store = dataclasses.replace(store, versions=(store.value_version, *(m.version for m in model.migrations)))
+        if model.migrations and model.migrations[0].version != store.value_version + 1:
+            raise StoreDefinitionError(name, f"migrations: the first migration produces version "
+                                             f"{model.migrations[0].version}; the store's value schema is version "
+                                             f"{store.value_version}")
+        if version is not None and version not in store.versions:
+            raise StoreDefinitionError(name, f"no value schema version {version}; declared versions: "
+                                             f"{list(store.versions)}")
+        for m in model.migrations:
+            if version is None or m.version > version:
+                break
+            store = next_version(store, m, schemas_dir, _checker(store))
+        return store
     except StoreDefinitionError as e:
         raise StoreDefinitionError(name, f"{path}: {e.problem}") from None
+
+
+def _checker(store: StoreDefinition):
+    """The aggregation rules of this file, for the aggregations a migration adds."""
+    def check(target: str, spec: AggregationModel, fields: tuple[ValueField, ...], value_schema: str) -> Aggregation:
+        return _aggregation(store.name, store.type, target, spec, store.source.properties, fields,
+                            store.source.event_schema_name, value_schema)
+    return check
 
 
 def _load_json(store: str, path: Path) -> dict[str, Any]:

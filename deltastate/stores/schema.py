@@ -106,6 +106,49 @@ class SessionModel(Strict):
         return self
 
 
+# What a migration cannot change: the key, the store type and the window or session shape decide
+# which state rows exist, so changing them is a new store replayed from the topic, not a new version.
+_NOT_MIGRATABLE = {
+    "key_field": "the key decides which rows the store holds",
+    "type": "the store type decides how state is kept",
+    "source": "the source decides which records the store folds",
+    "window": "the window size and advance decide which windows exist",
+    "session": "the session gap decides which sessions exist",
+    "tombstone": "the tombstone rule decides which keys exist",
+}
+
+
+class MigrationModel(Strict):
+    """How value schema version `version` is obtained from the version before it."""
+
+    version: int = Field(ge=2)
+    value_schema: str = Field(min_length=1)
+    rename: dict[str, str] = {}
+    derive: dict[str, str] = {}
+    aggregations: dict[str, AggregationModel] = {}
+    defaults: dict[str, int | float | str] = {}
+    drop: list[str] = []
+    retire_after: DurationMs = 7 * 86_400_000
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_value_changes(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for key, why in _NOT_MIGRATABLE.items():
+                if key in data:
+                    raise ValueError(f"a migration cannot change {key!r}: {why}; declare a new store "
+                                     "(schemas/stores/NEW.yaml) and replay the topic into it")
+        return data
+
+    @model_validator(mode="after")
+    def _defaults_for_added(self) -> MigrationModel:
+        unknown = set(self.defaults) - set(self.aggregations)
+        if unknown:
+            raise ValueError(f"defaults {sorted(unknown)} name no aggregation this migration adds "
+                             f"(adds: {sorted(self.aggregations) or 'none'})")
+        return self
+
+
 class StoreFileModel(Strict):
     name: str | None = None
     type: Literal[STORE_TYPES]  # type: ignore[valid-type]
@@ -122,6 +165,7 @@ class StoreFileModel(Strict):
     max_entries: int | None = Field(None, ge=1)
     window: WindowModel | None = None
     session: SessionModel | None = None
+    migrations: list[MigrationModel] = []
 
     @model_validator(mode="after")
     def _blocks_match_type(self) -> StoreFileModel:
@@ -156,4 +200,18 @@ class StoreFileModel(Strict):
                              f"({self.source.partitions}): each partition keeps max_entries / partitions keys")
         if isinstance(self.tombstone, FieldTombstoneModel) and self.type == "key_value":
             raise ValueError("a field tombstone rule is only available to window and session stores")
+        return self
+
+    @model_validator(mode="after")
+    def _migrations_in_order(self) -> StoreFileModel:
+        for i, m in enumerate(self.migrations):
+            if i and m.version != self.migrations[i - 1].version + 1:
+                raise ValueError(f"migrations: version {m.version} follows version {self.migrations[i - 1].version}; "
+                                 "each migration produces the next version")
+        if self.migrations and self.type != "key_value":
+            raise ValueError("migrations are available to key_value stores; a window or session store's new value "
+                             "fields need a new store replayed from the topic")
+        if self.migrations and (not self.changelog.enabled or self.max_entries is not None):
+            raise ValueError("migrations need a logged store that keeps every key (no max_entries, changelog "
+                             "enabled): a new version is seeded from the changelog")
         return self

@@ -207,6 +207,51 @@ def expected_lru(records: Iterable[Record], capacity: Callable[[int], int],
     return out
 
 
+V2_FIELDS = ("games", "total_score", "top_score", "last_played", "last_game_id", "avg_score")
+
+
+def expected_v2(records: Iterable[Record], max_value_bytes: int = 65_536,
+                seeded_at: dict[int, int] | None = None) -> dict[str, dict[str, Any]]:
+    """player_stats value schema v2 after every record: v1's fields with best_score renamed
+    top_score and total_score a double, last_game_id = the game_id of the player's newest event
+    since its latest tombstone, avg_score = total_score / games.
+
+    seeded_at (partition -> offset): v2 was built from v1's state at those offsets with last_game_id
+    defaulting to "" (the topic no longer held the history): a player live at that point has ""
+    until its next event; a player created later has its newest game_id."""
+    state: dict[str, dict[str, Any]] = {}
+    partition_of: dict[str, int] = {}
+    defaulted: set[int] = set()
+    for rec in sorted(records, key=lambda r: (r.partition, r.offset)):
+        if seeded_at is not None and rec.partition not in defaulted and rec.offset >= seeded_at.get(rec.partition, 0):
+            defaulted.add(rec.partition)
+            for player, p in partition_of.items():
+                if p == rec.partition and player in state:
+                    state[player]["last_game_id"] = ""
+        if category(rec.key, rec.value, max_value_bytes) is not None:
+            continue
+        player = rec.key.decode("utf-8")  # type: ignore[union-attr]
+        partition_of[player] = rec.partition
+        if rec.value is None:
+            state.pop(player, None)
+            continue
+        event = json.loads(rec.value)
+        held = state.setdefault(player, {"games": 0, "total_score": 0.0, "top_score": event["score"],
+                                         "last_played": event["ts"]})
+        held["games"] += 1
+        held["total_score"] += float(event["score"])
+        held["top_score"] = max(held["top_score"], event["score"])
+        held["last_played"] = max(held["last_played"], event["ts"])
+        held["last_game_id"] = event["game_id"]
+    if seeded_at is not None:  # partitions with no record at or past the seed: every player defaulted
+        for player, p in partition_of.items():
+            if p not in defaulted and player in state:
+                state[player]["last_game_id"] = ""
+    for held in state.values():
+        held["avg_score"] = held["total_score"] / held["games"]
+    return {player: {f: held[f] for f in V2_FIELDS} for player, held in state.items()}
+
+
 def ranking(state: dict[str, dict[str, int]], by: str = "total_score") -> list[str]:
     """Keys ordered like the store's leaderboard: `by` descending, then key ascending."""
     return sorted(state, key=lambda k: (-state[k][by], k))
@@ -221,4 +266,4 @@ def rank_of(state: dict[str, dict[str, int]], key: str, by: str = "total_score")
 
 
 __all__ = ["CATEGORIES", "Expected", "ExpectedLRU", "Record", "ReferenceTopic", "VALUE_FIELDS", "category",
-           "expected", "expected_lru", "rank_of", "ranking", "top"]
+           "expected", "expected_lru", "expected_v2", "rank_of", "ranking", "top", "V2_FIELDS"]

@@ -46,6 +46,7 @@ def store_with(max_entries: int, tmp_path: Path):
 
     raw = yaml.safe_load((SCHEMAS / "stores" / "player_stats.yaml").read_text())
     raw.update(name="players_lru", max_entries=max_entries)
+    raw.pop("migrations")  # an LRU store cannot be migrated
     path = tmp_path / "players_lru.yaml"
     path.write_text(yaml.safe_dump(raw))
     return parse_store(SCHEMAS, "players_lru", path)

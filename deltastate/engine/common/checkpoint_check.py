@@ -159,8 +159,8 @@ def drop_orphan_temp_files(checkpoint: Path) -> list[Path]:
 
 def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Raises CheckpointMismatchError when the store's checkpoint disagrees with its tables."""
-    checkpoint = Path(settings.checkpoint_path(store.name))
-    paths = {table: settings.table_path(store.name, table) for table in (CHANGELOG, INTAKE)}
+    checkpoint = Path(settings.checkpoint_path(store.storage))
+    paths = {table: settings.table_path(store.storage, table) for table in (CHANGELOG, INTAKE)}
     marker = checkpoint / LINEAGE_FILE
     if not marker.is_file():
         if any(_has_lineage_rows(spark, path) for path in paths.values()):

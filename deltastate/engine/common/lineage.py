@@ -37,7 +37,7 @@ class Lineage:
 
 
 def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
-    path = settings.table_path(store.name, CHANGELOG)
+    path = settings.table_path(store.storage, CHANGELOG)
     if not table_exists(spark, path):
         return 0
     row = spark.read.format("delta").load(path).agg({"epoch": "max"}).first()
@@ -45,7 +45,7 @@ def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition)
 
 
 def load_or_create(spark: SparkSession, settings: Settings, store: StoreDefinition) -> Lineage:
-    checkpoint = settings.checkpoint_path(store.name)
+    checkpoint = settings.checkpoint_path(store.storage)
     marker = Path(checkpoint) / LINEAGE_FILE
     if marker.is_file():
         data = json.loads(marker.read_text())

@@ -121,7 +121,7 @@ def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     the log names that row's batch (txn_log), so a run's start costs one row, not the lineage's
     history. A replay of that very batch takes its totals_before and is marked audited. Tables that
     cannot answer so (older rows without totals_before, expiring txn entries) are summed instead."""
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     try:
         newest = newest_lineage_row(spark, path, lineage.app_id(INTAKE), lineage.lineage_id,
                                     ["offsets", "partition_counts", "totals_before"])
@@ -145,7 +145,7 @@ def scan_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
                 before_batch: int) -> Ledger:
     """load_ledger by summing every audit row of the lineage before before_batch."""
     ledger = Ledger(before_batch)
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return ledger
     table = spark.read.format("delta").load(path)

@@ -50,7 +50,7 @@ def read_state(spark: SparkSession, settings: Settings, store: StoreDefinition) 
     """One row per live key: the key, its values, source_partition, source_offset (its latest
     record's offset), epoch, batch_id (the batch read), event_time and write_time (the commit time
     of the batch read: the state store keeps no per-key write time)."""
-    checkpoint = settings.checkpoint_path(store.name)
+    checkpoint = settings.checkpoint_path(store.storage)
     if not Path(checkpoint, LINEAGE_FILE).is_file():
         return StateRead(None, None, None)
     lineage = load_or_create(spark, settings, store)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
@@ -32,6 +32,15 @@ from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.errors import AuditMismatchError
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.expression import parse, to_column
+
+
+def value_column(store: StoreDefinition, field: str, slot: dict[str, Column]) -> Column:
+    """A value field's column: its fold slot, or its derivation over the slots (stores/expression.py)."""
+    for derived in store.derived:
+        if derived.target == field:
+            return to_column(parse(derived.expression), slot)
+    return slot[field]
 
 
 def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
@@ -39,7 +48,8 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
     """The changelog rows of one micro-batch: one per changed key (audit groups filtered out before)."""
     alive = F.col("fold.n") > 0
     slot = {name: F.col(f"fold.r{i}") for i, name in enumerate(fold.slots)}
-    values = [F.when(alive, slot[f.name]).cast(f.spark_type).alias(f.name) for f in store.value_fields]
+    values = [F.when(alive, value_column(store, f.name, slot)).cast(f.spark_type).alias(f.name)
+              for f in store.value_fields]
     return batch.where(F.col("fold.last_pos").isNotNull()).select(
         F.col("store_key").alias(layout.KEY),
         *values,
@@ -64,7 +74,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                  listener: BatchListener | None = None):
     """One micro-batch of a key-value store: its changelog records, its dead letters, then its audit
     row, each appended once. The audit row lands last: a batch is done when it has one."""
-    paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
+    paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
 
     def write(batch: DataFrame, batch_id: int) -> None:

@@ -171,7 +171,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                     listener: BatchListener | None = None):
     clock = _Clock()
     retention = (store.window or store.session).retention_ms  # type: ignore[union-attr]
-    paths = {t: settings.table_path(store.name, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
+    paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession

@@ -28,7 +28,7 @@ def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition
     """Latest put per (key, window) for the keys in `keys` (column key_str) whose window ends after
     horizon_ms. Rows an earlier attempt of this very batch (or a later one) wrote are ignored, so a
     replayed batch computes exactly what its first attempt did."""
-    changelog = spark.read.format("delta").load(settings.table_path(store.name, CHANGELOG))
+    changelog = spark.read.format("delta").load(settings.table_path(store.storage, CHANGELOG))
     earlier = ~((F.col("epoch") == F.lit(lineage.epoch)) & (F.col("batch_id") >= F.lit(batch_id)))
     rows = changelog.where(earlier)
     if horizon_ms is not None:

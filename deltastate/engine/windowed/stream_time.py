@@ -41,7 +41,7 @@ def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
     Read from the lineage's newest audit row (txn_log names its batch): its totals_before, advanced
     by its own batch unless it is the batch being replayed. A lineage's first batch, and tables
     whose rows or log cannot answer so, take the maximum over the history instead."""
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     try:
         newest = newest_lineage_row(spark, path, lineage.app_id(INTAKE), lineage.lineage_id,
                                     ["stream_times", "totals_before"])
@@ -60,7 +60,7 @@ def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
 def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                       before_batch: int) -> dict[int, int]:
     """load_stream_times as the maximum over every audit row it covers."""
-    path = settings.table_path(store.name, INTAKE)
+    path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)

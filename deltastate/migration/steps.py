@@ -1,0 +1,205 @@
+"""The migration steps after the plan: start, status, cutover, rollback, retire.
+
+Each step reads and writes the store's version record (stores/current.py), replaced atomically,
+and is safe to run again after a crash: start skips what it finished (the seed's changelog append
+is idempotent, a saved resume plan means the seed is in place), cutover re-fences and re-runs the
+catch-up, which the new version's checkpoint makes a no-op for what it already processed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE
+from deltastate.changelog.reader import state_columns
+from deltastate.changelog.tables import ensure_tables
+from deltastate.config import Settings
+from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.common.resume import ResumePlan, load_plan, save_plan
+from deltastate.engine.common.writer_lock import claim_checkpoint
+from deltastate.engine.run import run_store
+from deltastate.maintenance.restore import SEED_DIR, audit_offsets
+from deltastate.migration.checks import CheckReport, cutover_checks
+from deltastate.migration.plan import MigrationError, check_target, plan_migration, topic_watermarks
+from deltastate.migration.seed import committed_state, seed_changelog, transformed
+from deltastate.stores import load_store
+from deltastate.stores.current import read_control, write_control
+from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.fence import BUILDING, CUT_OVER, CUTOVER, ROLLED_BACK
+
+OLD_WRITER_WAIT_S = 120.0  # how long cutover waits for the old version's stream to stop
+
+
+@dataclass
+class StepReport:
+    store: str
+    action: str
+    from_version: int
+    to_version: int
+    phase: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _migration(settings: Settings, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    control = read_control(settings, name)
+    return control, dict(control.get("migration") or {})
+
+
+def _pair(settings: Settings, name: str, migration: dict[str, Any]) -> tuple[StoreDefinition, StoreDefinition]:
+    if not migration:
+        raise MigrationError(f"store {name!r}: no migration was started (`deltastate migrate start {name} --to N`)")
+    return load_store(settings, name, int(migration["from"])), load_store(settings, name, int(migration["to"]))
+
+
+def start(spark: SparkSession, settings: Settings, name: str, to_version: int) -> StepReport:
+    """Builds version `to_version` beside the live one and runs it once to the topic's end."""
+    live = load_store(settings, name)
+    control, migration = _migration(settings, name)
+    again = migration.get("to") == to_version and migration.get("phase") in (BUILDING, CUTOVER, ROLLED_BACK)
+    if again:
+        live = load_store(settings, name, int(migration["from"]))  # a repeated start: go on building
+    else:
+        check_target(live, to_version)
+        if migration and migration.get("phase") not in (CUT_OVER, "retired"):
+            raise MigrationError(f"store {name!r}: a migration to version {migration.get('to')} is in phase "
+                                 f"{migration.get('phase')!r}; finish it (cutover) or roll it back first")
+        migration = {}
+    target = load_store(settings, name, to_version)
+    plan = migration["plan"] if again else plan_migration(spark, settings, live, target).to_dict()
+    migration = {**migration, "from": live.value_version, "to": to_version, "phase": BUILDING,
+                 "started_at": migration.get("started_at") or _now(), "plan": plan}
+    write_control(settings, name, {**control, "current": live.value_version, "migration": migration})
+    ensure_tables(spark, settings, target)
+    checkpoint = settings.checkpoint_path(target.storage)
+    if plan["build"] == "seed" and load_plan(checkpoint) is None:
+        state, offsets = committed_state(spark, settings, live)
+        seed = transformed(state, live, target).persist()
+        try:
+            seed_changelog(seed, target, settings)
+            lineage = load_or_create(spark, settings, target)  # after the seed: epoch 1
+            seed_path = f"{lineage.checkpoint}/{SEED_DIR}"
+            seed.select(*state_columns(target)).write.format("delta").mode("overwrite").save(seed_path)
+            rows = seed.count()
+        finally:
+            seed.unpersist()
+        save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path if rows else None))
+        migration.update(seeded_rows=rows, seed_offsets={str(p): o for p, o in offsets.items()})
+        write_control(settings, name, {**read_control(settings, name), "migration": migration})
+    result = run_store(settings, name, once=True, version=to_version)
+    return StepReport(name, "start", live.value_version, to_version, BUILDING,
+                      {"build": plan["build"], "seeded_rows": migration.get("seeded_rows"),
+                       "batches": len(result.progress), "seconds": round(result.seconds, 2)})
+
+
+def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
+             seeded: dict[str, int] | None) -> dict[int, int]:
+    out = {int(p): int(o) for p, o in (seeded or {}).items()}
+    for p, o in audit_offsets(spark, settings, store).items():
+        out[p] = max(out.get(p, 0), o)
+    return out
+
+
+def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
+    """Phase, and per partition the next offset each version processes and the new version's lag."""
+    control, migration = _migration(settings, name)
+    old, new = _pair(settings, name, migration)
+    old_at = _offsets(spark, settings, old, None)
+    new_at = _offsets(spark, settings, new, migration.get("seed_offsets"))
+    ends = {p: hi for p, (_lo, hi) in topic_watermarks(settings, old.source.topic).items()}
+    partitions = sorted(set(old_at) | set(new_at) | set(ends))
+    rows = {str(p): {"old": old_at.get(p), "new": new_at.get(p), "end": ends.get(p),
+                     "lag_behind_old": (old_at.get(p, 0) - new_at.get(p, 0)),
+                     "lag_behind_topic": (ends.get(p, 0) - new_at.get(p, 0))} for p in partitions}
+    return StepReport(name, "status", old.value_version, new.value_version, migration["phase"],
+                      {"current": control.get("current"), "partitions": rows,
+                       "lag": sum(max(0, r["lag_behind_topic"]) for r in rows.values()),
+                       "started_at": migration.get("started_at"), "cutover_at": migration.get("cutover_at"),
+                       "build": (migration.get("plan") or {}).get("build"),
+                       "seeded_rows": migration.get("seeded_rows")})
+
+
+def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S) -> StepReport:
+    """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
+    control, migration = _migration(settings, name)
+    old, new = _pair(settings, name, migration)
+    if migration["phase"] not in (BUILDING, CUTOVER):
+        raise MigrationError(f"store {name!r}: migration to version {new.value_version} is in phase "
+                             f"{migration['phase']!r}; cutover follows start")
+    migration["phase"] = CUTOVER
+    write_control(settings, name, {**control, "migration": migration})  # fences the old version's runs
+    claim_checkpoint(settings, old.storage, wait_s=wait_s)  # returns once the old stream has stopped
+    started = time.monotonic()
+    run_store(settings, name, once=True, version=new.value_version)
+    report: CheckReport = cutover_checks(spark, settings, old, new)
+    if not report.success:
+        migration["phase"] = BUILDING  # the old version may run again; nothing switched
+        write_control(settings, name, {**read_control(settings, name), "migration": migration})
+        raise MigrationError(f"store {name!r}: version {new.value_version} failed its cutover checks; version "
+                             f"{old.value_version} stays current. {report.summary()}")
+    migration.update(phase=CUT_OVER, cutover_at=_now(), checks=report.to_dict())
+    write_control(settings, name, {**read_control(settings, name), "current": new.value_version,
+                                   "migration": migration})
+    _publish(spark, settings, name)
+    return StepReport(name, "cutover", old.value_version, new.value_version, CUT_OVER,
+                      {"checks": report.to_dict(), "seconds": round(time.monotonic() - started, 2)})
+
+
+def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
+    """Makes the old version current again; its stream resumes from its own checkpoint."""
+    control, migration = _migration(settings, name)
+    old, new = _pair(settings, name, migration)
+    if migration["phase"] != CUT_OVER or old.value_version in control.get("retired", []):
+        raise MigrationError(f"store {name!r}: rollback switches back a cut-over migration whose old version "
+                             f"is not retired (phase {migration['phase']!r}, retired {control.get('retired', [])})")
+    migration.update(phase=ROLLED_BACK, rolled_back_at=_now())
+    write_control(settings, name, {**control, "current": old.value_version, "migration": migration})
+    _publish(spark, settings, name)
+    return StepReport(name, "rollback", old.value_version, new.value_version, ROLLED_BACK)
+
+
+def retire(settings: Settings, name: str, *, hold_s: float | None = None) -> StepReport:
+    """Deletes the old version's tables and checkpoint once the hold period since cutover has passed."""
+    control, migration = _migration(settings, name)
+    old, new = _pair(settings, name, migration)
+    if migration["phase"] != CUT_OVER:
+        raise MigrationError(f"store {name!r}: only a cut-over migration's old version can be retired "
+                             f"(phase {migration['phase']!r})")
+    [step] = [s for s in new.history if s.version == new.value_version]
+    hold = step.retire_after_ms / 1000 if hold_s is None else hold_s
+    since = (datetime.now(UTC) - datetime.fromisoformat(migration["cutover_at"])).total_seconds()
+    if since < hold:
+        raise MigrationError(f"store {name!r}: version {old.value_version} was cut over {since:.0f}s ago; it is "
+                             f"kept for {hold:.0f}s (migrations: retire_after, or --hold) so a rollback stays possible")
+    claim_checkpoint(settings, old.storage, wait_s=0)
+    removed = []
+    for path in [*(settings.table_path(old.storage, t) for t in (CHANGELOG, DEADLETTER, INTAKE)),
+                 settings.checkpoint_path(old.storage)]:
+        local = Path(path.removeprefix("file://"))
+        if local.exists():
+            shutil.rmtree(local)
+            removed.append(str(local))
+    migration.update(phase="retired", retired_at=_now())
+    write_control(settings, name, {**control, "migration": migration,
+                                   "retired": sorted({*control.get("retired", []), old.value_version})})
+    return StepReport(name, "retire", old.value_version, new.value_version, "retired", {"removed": removed})
+
+
+def _publish(spark: SparkSession, settings: Settings, name: str) -> None:
+    """The store's snapshot table rebuilt from the version now current; the other stores carried."""
+    from deltastate.snapshot.publish import publish_snapshot
+
+    publish_snapshot(spark, settings, [load_store(settings, name)])

@@ -1,0 +1,161 @@
+"""Store migrations through the real broker, Spark, Delta, DuckDB and the REST app: player_stats v1 ->
+v2 (a rename, a widened type, a derived field and a new aggregation), built beside the live version
+while it keeps running, cut over, rolled back, cut over again and retired, every state compared with
+the independent references in tests/support/reference.py computed from the same records."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from fastapi.testclient import TestClient
+from support.reference import V2_FIELDS, VALUE_FIELDS, expected, expected_v2
+from support.store_checks import generated, new_topic, produce
+
+from deltastate.engine import run_store
+from deltastate.migration import steps
+from deltastate.migration.plan import MigrationError, plan_migration
+from deltastate.query import Queries
+from deltastate.service import create_app
+from deltastate.snapshot import publish_snapshot
+from deltastate.stores import load_store
+from deltastate.stores.current import read_control
+from deltastate.stores.fence import FencedVersionError
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+STORE = "player_stats"
+
+
+@pytest.fixture
+def mig_settings(make_settings, tmp_path, topic):
+    """player_stats (with its declared migration to v2) reading the test's own topic."""
+    schemas = tmp_path / "schemas"
+    shutil.copytree(REPO_SCHEMAS, schemas)
+    raw = yaml.safe_load((REPO_SCHEMAS / "stores" / f"{STORE}.yaml").read_text())
+    raw["source"]["topic"] = topic
+    (schemas / "stores" / f"{STORE}.yaml").write_text(yaml.safe_dump(raw))
+    return dataclasses.replace(make_settings(), schemas_dir=schemas)
+
+
+def snapshot_rows(settings, fields) -> dict[str, dict]:
+    with Queries(settings) as queries:
+        return {r["key"]: {f: r[f] for f in fields} for r in queries.all(STORE).rows}
+
+
+def v1_state(records, settings) -> dict[str, dict]:
+    return expected(records, settings.max_value_bytes).state
+
+
+def approx_v2(state: dict[str, dict]) -> dict[str, dict]:
+    return {k: {f: (round(v, 9) if isinstance(v, float) else v) for f, v in row.items()} for k, row in state.items()}
+
+
+def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, topic):
+    settings = mig_settings
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(400, 40, seed=31, tombstones=0.05), ref)
+    run_store(settings, STORE, once=True)
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+
+    live, target = load_store(settings, STORE), load_store(settings, STORE, 2)
+    plan = plan_migration(spark, settings, live, target)
+    strategies = {f.field: f.strategy for f in plan.fields}
+    assert strategies == {"games": "carry", "total_score": "carry", "top_score": "carry", "last_played": "carry",
+                          "last_game_id": "replay", "avg_score": "derive"}
+    assert plan.build == "replay" and plan.covered
+    assert plan.live_rows == len(v1_state(ref.records, settings))
+
+    steps.start(spark, settings, STORE, 2)
+    assert read_control(settings, STORE)["current"] == 1
+    # The live version keeps running and serving while v2 is built.
+    produce(settings, topic, generated(300, 40, seed=32, tombstones=0.05), ref)
+    run_store(settings, STORE, once=True)
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+    assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)
+    status = steps.status(spark, settings, STORE)
+    assert status.phase == "building"
+    assert status.details["lag"] == sum(r["lag_behind_old"] for r in status.details["partitions"].values()) > 0
+
+    # Records nobody has processed yet: the cutover's catch-up takes them.
+    produce(settings, topic, generated(200, 40, seed=33, tombstones=0.05), ref)
+    report = steps.cutover(spark, settings, STORE, wait_s=5)
+    assert report.details["checks"]["success"] and report.details["checks"]["compared"] > 0
+    assert read_control(settings, STORE)["current"] == 2
+    assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(expected_v2(ref.records, settings.max_value_bytes))
+    with pytest.raises(FencedVersionError, match="not current"):
+        run_store(settings, STORE, once=True, version=1)
+
+    # A client written for v1 still gets v1's shape, and every answer names the version it served.
+    v1_want = v1_state(ref.records, settings)
+    key = sorted(v1_want)[0]
+    with TestClient(create_app(settings)) as client:
+        old = client.get(f"/stores/{STORE}/keys/{key}", params={"schema_version": 1})
+        new = client.get(f"/stores/{STORE}/keys/{key}")
+        batch = client.post(f"/stores/{STORE}/keys:batchGet", params={"schema_version": 1},
+                            json={"keys": sorted(v1_want)})
+        refused = client.get(f"/stores/{STORE}/keys/{key}", params={"schema_version": 3})
+    assert old.status_code == 200, old.text
+    assert {f: old.json()["value"][f] for f in VALUE_FIELDS} == v1_want[key]
+    assert "top_score" not in old.json()["value"] and "avg_score" not in old.json()["value"]
+    assert isinstance(old.json()["value"]["total_score"], int)
+    assert old.json()["meta"]["schema_version"] == 1 and new.json()["meta"]["schema_version"] == 2
+    assert new.json()["value"]["top_score"] == v1_want[key]["best_score"]
+    assert {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in batch.json()["rows"]} == v1_want
+    assert refused.status_code == 400 and "schema_version" in refused.text
+
+    # Rollback: v1 is current again and resumes from its own checkpoint.
+    produce(settings, topic, generated(150, 40, seed=34, tombstones=0.05), ref)
+    steps.rollback(spark, settings, STORE)
+    assert read_control(settings, STORE)["current"] == 1
+    run_store(settings, STORE, once=True)
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+    assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)
+
+    # Cut over again, then retire v1: its tables and checkpoint are gone, v2 keeps serving.
+    steps.start(spark, settings, STORE, 2)
+    steps.cutover(spark, settings, STORE, wait_s=5)
+    with pytest.raises(MigrationError, match="kept for"):
+        steps.retire(settings, STORE)  # the declared hold period (7 days) has not passed
+    retired = steps.retire(settings, STORE, hold_s=0)
+    assert retired.details["removed"] and not any(Path(p).exists() for p in retired.details["removed"])
+    assert not Path(settings.table_path(STORE, "changelog")).exists()
+    assert Path(settings.table_path(f"{STORE}.v2", "changelog")).exists()
+    produce(settings, topic, generated(100, 40, seed=35, tombstones=0.05), ref)
+    run_store(settings, STORE, once=True)
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+    assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(expected_v2(ref.records, settings.max_value_bytes))
+    with pytest.raises(MigrationError, match="is not retired"):
+        steps.rollback(spark, settings, STORE)
+
+
+def test_migration_with_a_truncated_topic_defaults_going_forward(broker, spark, mig_settings, topic):
+    settings = mig_settings
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(400, 40, seed=41, tombstones=0.05), ref)
+    run_store(settings, STORE, once=True)
+    # The topic's retention deleted the first records of every partition.
+    admin = AdminClient({"bootstrap.servers": broker})
+    futures = admin.delete_records([TopicPartition(topic, p, 5) for p in range(4)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+    plan = plan_migration(spark, settings, load_store(settings, STORE), load_store(settings, STORE, 2))
+    assert not plan.covered and "retention" in plan.reason
+    assert {f.field: f.strategy for f in plan.fields}["last_game_id"] == "default"
+    assert plan.build == "seed"
+
+    steps.start(spark, settings, STORE, 2)
+    seeded_at = {int(p): o for p, o in read_control(settings, STORE)["migration"]["seed_offsets"].items()}
+    assert seeded_at == {p: sum(1 for r in ref.records if r.partition == p) for p in range(4)}
+    produce(settings, topic, generated(300, 40, seed=42, tombstones=0.05), ref)
+    run_store(settings, STORE, once=True)  # v1 goes on; v2 catches up at the cutover
+    steps.cutover(spark, settings, STORE, wait_s=5)
+    want = expected_v2(ref.records, settings.max_value_bytes, seeded_at=seeded_at)
+    assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(want)
+    assert any(row["last_game_id"] == "" for row in want.values()), "some players must keep the default"
