@@ -29,13 +29,15 @@ from deltastate.orchestration.actions import ACTIONS, as_dict, perform
 @click.option("--topic", default=None, help="Read this topic instead of the store's declared one.")
 @click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=None,
               help="Cap on records per micro-batch (run).")
+@click.option("--to-version", type=click.IntRange(min=1), default=None, help="Target version (migrate_plan, migrate_start).")
+@click.option("--hold-seconds", type=click.FloatRange(min=0), default=None, help="Hold period (migrate_retire).")
 @click.pass_context
 def job(ctx: click.Context, action: str, store: str, report_file: Path, topic: str | None,
-        max_offsets_per_trigger: int | None) -> None:
+        max_offsets_per_trigger: int | None, to_version: int | None, hold_seconds: float | None) -> None:
     """Run ACTION for STORE (or '*' for publish) and write its figures to --report."""
     started = time.monotonic()
     try:
-        figures = perform(settings_of(ctx), action, store, topic, max_offsets_per_trigger)
+        figures = perform(settings_of(ctx), action, store, topic, max_offsets_per_trigger, to_version, hold_seconds)
         code = 0
     except Exception as exc:  # the report carries any failure to the operator, then the exit code
         traceback.print_exc()

@@ -14,6 +14,7 @@ the live state at the offsets the live stream committed, then catches up.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,7 +57,7 @@ class MigrationPlan:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["coverage"] = {str(p): c for p, c in self.coverage.items()}
-        return out
+        return json.loads(json.dumps(out, default=str))  # plain lists and dicts: JSON, XCom
 
 
 def topic_watermarks(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:

@@ -8,6 +8,7 @@ catch-up, which the new version's checkpoint makes a no-op for what it already p
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -47,7 +48,7 @@ class StepReport:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return json.loads(json.dumps(asdict(self), default=str))  # plain lists and dicts: JSON, XCom
 
 
 def _now() -> str:

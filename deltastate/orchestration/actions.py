@@ -1,5 +1,5 @@
 """The actions an Airflow task runs on Spark for one store (run | compact | cleanup | restore |
-publish), through the same deltastate functions the CLI and the tests call. `deltastate job`
+publish | migrate_<step>), through the same deltastate functions the CLI and the tests call. `deltastate job`
 runs one in a spark-submit driver; the operator's inline mode runs one in the task's process."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 from deltastate.config import Settings
 
-ACTIONS = ("run", "compact", "cleanup", "restore", "publish")
+MIGRATION_STEPS = ("plan", "start", "status", "cutover", "rollback", "retire")
+ACTIONS = ("run", "compact", "cleanup", "restore", "publish", *(f"migrate_{s}" for s in MIGRATION_STEPS))
 ALL_STORES = "*"
 
 
@@ -46,11 +47,41 @@ def _run(settings: Settings, store: str, topic: str | None, max_offsets: int | N
             "batches": result.batches, "epoch": result.lineage.epoch, "seconds": round(result.seconds, 3)}
 
 
+def _migrate(settings: Settings, step: str, store: str, to_version: int | None,
+             hold_s: float | None) -> dict[str, Any]:
+    """One migration step (deltastate/migration), its report printed for the task log."""
+    from deltastate.infra.spark import get_spark
+    from deltastate.migration import steps
+
+    if step in ("plan", "start") and to_version is None:
+        raise ValueError(f"migrate {step} needs the target version (to_version)")
+    if step == "retire":
+        report = steps.retire(settings, store, hold_s=hold_s)
+    else:
+        spark = get_spark(settings, f"deltastate-migrate-{store}")
+        if step == "plan":
+            from deltastate.migration.plan import plan_migration
+            from deltastate.stores import load_store
+
+            report = plan_migration(spark, settings, load_store(settings, store), load_store(settings, store, to_version))
+        elif step == "start":
+            report = steps.start(spark, settings, store, int(to_version))  # type: ignore[arg-type]
+        else:
+            report = {"status": steps.status, "cutover": steps.cutover, "rollback": steps.rollback}[step](
+                spark, settings, store)
+    figures = as_dict(report)
+    print(f"[migrate {store}] {step}: {json.dumps(figures, default=str)}", flush=True)
+    return figures
+
+
 def perform(settings: Settings, action: str, store: str, topic: str | None = None,
-            max_offsets: int | None = None) -> dict[str, Any]:
+            max_offsets: int | None = None, to_version: int | None = None,
+            hold_s: float | None = None) -> dict[str, Any]:
     """Do one action in this process (the Spark driver) and return its figures."""
     from deltastate.infra.spark import get_spark
 
+    if action.startswith("migrate_"):
+        return _migrate(settings, action.removeprefix("migrate_"), store, to_version, hold_s)
     if action == "run":
         return _run(settings, store, topic, max_offsets)
     if action == "compact":

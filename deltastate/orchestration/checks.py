@@ -11,8 +11,8 @@ log = logging.getLogger(__name__)
 
 
 class NotConfirmedError(DeltastateError):
-    def __init__(self, store: str) -> None:
-        super().__init__(f"store {store!r}: restore not confirmed; trigger again with confirm = true")
+    def __init__(self, store: str, action: str = "restore") -> None:
+        super().__init__(f"store {store!r}: {action} not confirmed; trigger again with confirm = true")
 
 
 def check_events(store_name: str, topic: str | None = None, per_partition: int = 500) -> dict[str, Any]:
@@ -36,7 +36,23 @@ def check_events(store_name: str, topic: str | None = None, per_partition: int =
     return report
 
 
+def _confirmed(confirm: Any) -> bool:
+    return confirm is True or str(confirm).lower() == "true"
+
+
 def require_confirm(store_name: str, confirm: Any) -> str:
-    if confirm is not True and str(confirm).lower() != "true":
+    if not _confirmed(confirm):
         raise NotConfirmedError(store_name)
     return store_name
+
+
+# Migration steps that change nothing run unconfirmed; the others need the confirm box.
+READ_ONLY_STEPS = ("plan", "status")
+
+
+def choose_migration_step(store_name: str, action: str, confirm: Any) -> list[str]:
+    """The task ids the migrate DAG runs for `action`: start is preceded by its plan."""
+    if action not in READ_ONLY_STEPS and not _confirmed(confirm):
+        raise NotConfirmedError(store_name, f"migrate {action}")
+    log.info("store %s: migrate %s", store_name, action)
+    return ["plan", "start"] if action == "start" else [action]

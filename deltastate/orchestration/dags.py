@@ -11,7 +11,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Asset, AssetAny, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
 
 from deltastate.config import Settings, load_settings
-from deltastate.orchestration.checks import check_events, require_confirm
+from deltastate.orchestration.checks import check_events, choose_migration_step, require_confirm
 from deltastate.orchestration.operators import DeltastateSparkOperator
 from deltastate.orchestration.options import DagOptions, load_options
 from deltastate.stores import list_stores
@@ -94,6 +94,41 @@ def restore_dag(doc_md: str | None = None, settings: Settings | None = None) -> 
         restore = DeltastateSparkOperator(task_id="restore_store", action="restore", store="{{ params.store }}",
                                           conn_id=opts.spark_conn_id)
         confirmed >> restore
+    return dag
+
+
+def migrate_dag(doc_md: str | None = None, settings: Settings | None = None) -> DAG:
+    """Manual: one migration step (plan, start, status, cutover, rollback, retire) of one store."""
+    from deltastate.orchestration.actions import MIGRATION_STEPS
+    from deltastate.stores import load_store
+
+    settings = settings or load_settings()
+    opts = load_options()
+    stores = [s for s in list_stores(settings) if len(load_store(settings, s).versions) > 1]
+    versions = sorted({v for s in stores for v in load_store(settings, s).versions[1:]})
+    common = {"store": "{{ params.store }}", "conn_id": opts.spark_conn_id}
+    with DAG(dag_id="deltastate_migrate", schedule=None, start_date=opts.start_date, catchup=False,
+             max_active_runs=1, default_args={**opts.default_args, "retries": 0}, doc_md=doc_md,
+             tags=[TAG, "migrate", "manual"], description="evolve a store's value schema beside the live version",
+             params={"store": Param(stores[0] if stores else "", type="string", enum=stores or [""], title="Store",
+                                    description="a store that declares migrations"),
+                     "to_version": Param(versions[0] if versions else 2, type="integer", enum=versions or [2],
+                                         title="Target version", description="the value schema version to build"),
+                     "action": Param("plan", type="string", enum=list(MIGRATION_STEPS), title="Step",
+                                     description="plan and status change nothing; the others need confirm"),
+                     "hold_seconds": Param(None, type=["null", "number"], minimum=0, title="Hold (retire)",
+                                           description="seconds to keep the old version after cutover; "
+                                                       "default: the migration's retire_after"),
+                     "confirm": Param(False, type="boolean", title="Confirm",
+                                      description="start, cutover, rollback and retire change the store")},
+             ) as dag:
+        choose = task.branch(task_id="choose_step")(choose_migration_step)(
+            store_name="{{ params.store }}", action="{{ params.action }}", confirm="{{ params.confirm }}")
+        step_tasks = {step: DeltastateSparkOperator(
+            task_id=step, action=f"migrate_{step}", to_version="{{ params.to_version }}",
+            hold_seconds="{{ params.hold_seconds }}", **common) for step in MIGRATION_STEPS}
+        choose >> list(step_tasks.values())
+        step_tasks["plan"] >> step_tasks["start"]
     return dag
 
 

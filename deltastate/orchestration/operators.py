@@ -28,6 +28,11 @@ SPARK_JOB = Path(__file__).parents[1] / "cli" / "__main__.py"
 DEPLOY_ENV = "DELTASTATE_SPARK_DEPLOY"
 
 
+def _given(value: Any) -> bool:
+    """A templated parameter that was set (Jinja renders a missing one as '' or 'None')."""
+    return value not in (None, "", "None")
+
+
 class SparkActionError(DeltastateError):
     def __init__(self, action: str, store: str, figures: dict[str, Any]) -> None:
         super().__init__(f"store {store!r}: {action} failed: {figures.get('error', 'spark-submit failed')}\n"
@@ -45,14 +50,15 @@ class StorePageLink(BaseOperatorLink):
 
 
 class DeltastateSparkOperator(BaseOperator):
-    """Run ACTION (run | compact | cleanup | restore | publish) for STORE with spark-submit."""
+    """Run ACTION (run | compact | cleanup | restore | publish | migrate_<step>) for STORE with spark-submit."""
 
-    template_fields: Sequence[str] = ("store", "topic", "max_offsets_per_trigger")
+    template_fields: Sequence[str] = ("store", "topic", "max_offsets_per_trigger", "to_version", "hold_seconds")
     operator_extra_links = (StorePageLink(),)
     ui_color = "#f4a460"
 
     def __init__(self, *, action: str, store: str, topic: str | None = None,
                  max_offsets_per_trigger: int | str | None = None, conn_id: str = DEFAULT_CONN_ID,
+                 to_version: int | str | None = None, hold_seconds: float | str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.action = action
@@ -60,6 +66,8 @@ class DeltastateSparkOperator(BaseOperator):
         self.topic = topic
         self.max_offsets_per_trigger = max_offsets_per_trigger
         self.conn_id = conn_id
+        self.to_version = to_version
+        self.hold_seconds = hold_seconds
         self._hook = None
 
     def _args(self, report: Path) -> list[str]:
@@ -68,6 +76,10 @@ class DeltastateSparkOperator(BaseOperator):
             args += ["--topic", str(self.topic)]
         if self.max_offsets_per_trigger not in (None, "", "None"):
             args += ["--max-offsets-per-trigger", str(int(self.max_offsets_per_trigger))]
+        if _given(self.to_version):
+            args += ["--to-version", str(int(self.to_version))]  # type: ignore[arg-type]
+        if _given(self.hold_seconds):
+            args += ["--hold-seconds", str(float(self.hold_seconds))]  # type: ignore[arg-type]
         return args
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -102,8 +114,11 @@ class DeltastateSparkOperator(BaseOperator):
         self.log.info("running %s for store %s in this process (%s=inline)", self.action, self.store, DEPLOY_ENV)
         topic = None if self.topic in (None, "", "None") else str(self.topic)
         limit = None if self.max_offsets_per_trigger in (None, "", "None") else int(self.max_offsets_per_trigger)
+        version = int(self.to_version) if _given(self.to_version) else None  # type: ignore[arg-type]
+        hold = float(self.hold_seconds) if _given(self.hold_seconds) else None  # type: ignore[arg-type]
         try:
-            figures = {"action": self.action, "store": self.store, **perform(settings, self.action, self.store, topic, limit)}
+            figures = {"action": self.action, "store": self.store,
+                       **perform(settings, self.action, self.store, topic, limit, version, hold)}
         except Exception as exc:
             detail = getattr(exc, "report", None)
             figures = {"error": f"{type(exc).__name__}: {exc}",

@@ -76,7 +76,7 @@ def test_one_run_compact_and_cleanup_dag_per_declared_store(parsed):
     stores = list_stores(load_settings({}))
     assert len(stores) >= 1
     expected = {f"deltastate_{kind}_{s}" for s in stores for kind in ("run", "compact", "cleanup")}
-    assert set(parsed["dags"]) == expected | {"deltastate_restore", "deltastate_publish"}
+    assert set(parsed["dags"]) == expected | {"deltastate_restore", "deltastate_publish", "deltastate_migrate"}
     for store in stores:
         run = parsed["dags"][f"deltastate_run_{store}"]
         assert run["tasks"]["run_store"]["type"] == "DeltastateSparkOperator"
@@ -92,8 +92,9 @@ def test_policy_tags_owners_retries_catchup_docs(parsed):
         assert dag["doc_md"] and len(dag["doc_md"]) > 100, dag_id
         for task_id, task in dag["tasks"].items():
             assert task["owner"] == "deltastate", (dag_id, task_id)
-            # Scheduled work retries; the manual restore never repeats itself unasked.
-            assert (task["retries"] == 0) if dag_id == "deltastate_restore" else (task["retries"] >= 1), (dag_id, task_id)
+            # Scheduled work retries; the manual restore and migrations never repeat themselves unasked.
+            manual = dag_id in ("deltastate_restore", "deltastate_migrate")
+            assert (task["retries"] == 0) if manual else (task["retries"] >= 1), (dag_id, task_id)
 
 
 def test_manual_restore_form_offers_declared_stores_and_a_confirm_box(parsed):
@@ -103,3 +104,21 @@ def test_manual_restore_form_offers_declared_stores_and_a_confirm_box(parsed):
     assert store["schema"]["enum"] == list_stores(load_settings({}))
     assert confirm["value"] is False and confirm["schema"]["type"] == "boolean"
     assert list(restore["tasks"]) == ["confirm", "restore_store"]
+
+
+def test_manual_migrate_form_offers_stores_with_migrations_versions_and_steps(parsed):
+    from deltastate.stores import load_store
+
+    settings = load_settings({})
+    migratable = [s for s in list_stores(settings) if len(load_store(settings, s).versions) > 1]
+    assert migratable, "a declared store must declare a migration for this form to mean anything"
+    migrate = parsed["dags"]["deltastate_migrate"]
+    assert migrate["schedule"] == "NullTimetable"
+    params = migrate["params"]
+    assert params["store"]["schema"]["enum"] == migratable
+    assert params["to_version"]["schema"]["enum"] == sorted(
+        {v for s in migratable for v in load_store(settings, s).versions[1:]})
+    assert params["action"]["schema"]["enum"] == ["plan", "start", "status", "cutover", "rollback", "retire"]
+    assert params["action"]["value"] == "plan" and params["confirm"]["value"] is False
+    assert list(migrate["tasks"]) == ["choose_step", "plan", "start", "status", "cutover", "rollback", "retire"]
+    assert all(migrate["tasks"][t]["type"] == "DeltastateSparkOperator" for t in list(migrate["tasks"])[1:])

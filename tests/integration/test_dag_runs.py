@@ -101,3 +101,55 @@ def test_run_compact_cleanup_publish_dags(airflow_db, make_settings, broker, spa
         result = queries.all(STORE)
     assert result.snapshot_version == 1
     assert {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in result.rows} == exp.state
+
+
+def test_migrate_dag_plans_starts_and_cuts_over(airflow_db, make_settings, broker, spark, topic, monkeypatch, tmp_path):
+    import shutil
+
+    import yaml
+    from support.reference import V2_FIELDS, expected_v2
+
+    from deltastate.engine import run_store
+    from deltastate.stores.current import read_control
+
+    schemas = tmp_path / "schemas"
+    shutil.copytree(PROJECT_ROOT / "schemas", schemas)
+    raw = yaml.safe_load((schemas / "stores" / f"{STORE}.yaml").read_text())
+    raw["source"]["topic"] = topic
+    (schemas / "stores" / f"{STORE}.yaml").write_text(yaml.safe_dump(raw))
+    settings = make_settings("migrate")
+    settings = type(settings)(**{**settings.__dict__, "schemas_dir": schemas})
+    for key, value in {"DELTASTATE_HOME": str(settings.home), "DELTASTATE_STORAGE": settings.storage_root,
+                       "DELTASTATE_SCHEMAS": str(schemas), "KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+                       "DELTASTATE_SHUFFLE_PARTITIONS": str(settings.shuffle_partitions),
+                       "DELTASTATE_SPARK_DEPLOY": "inline"}.items():
+        monkeypatch.setenv(key, value)
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(600, 60, seed=51, tombstones=0.04), ref)
+    run_store(settings, STORE, once=True)
+
+    from deltastate.orchestration.dags import migrate_dag
+
+    dag = migrate_dag(None, settings)
+    refused = dag.test(run_conf={"store": STORE, "to_version": 2, "action": "cutover"})  # no confirm
+    assert not str(refused.state).endswith("success")
+    assert "migration" not in read_control(settings, STORE)
+
+    run = _test(dag, {"store": STORE, "to_version": 2, "action": "start", "confirm": True})
+    plan = _xcom(airflow_db, "deltastate_migrate", run.run_id, "plan")
+    assert {f["field"]: f["strategy"] for f in plan["fields"]}["last_game_id"] == "replay"
+    started = _xcom(airflow_db, "deltastate_migrate", run.run_id, "start")
+    assert started["phase"] == "building" and started["details"]["build"] == "replay"
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states["cutover"].endswith("skipped") and states["retire"].endswith("skipped")
+
+    produce(settings, topic, generated(200, 60, seed=52, tombstones=0.04), ref)
+    run = _test(dag, {"store": STORE, "to_version": 2, "action": "cutover", "confirm": True})
+    cut = _xcom(airflow_db, "deltastate_migrate", run.run_id, "cutover")
+    assert cut["phase"] == "cut-over" and cut["details"]["checks"]["success"] is True
+    with Queries(settings) as queries:
+        rows = {r["key"]: {f: r[f] for f in V2_FIELDS} for r in queries.all(STORE).rows}
+    want = expected_v2(ref.records, settings.max_value_bytes)
+    assert rows.keys() == want.keys()
+    assert all(rows[k][f] == pytest.approx(want[k][f]) if isinstance(want[k][f], float) else rows[k][f] == want[k][f]
+               for k in want for f in V2_FIELDS)
