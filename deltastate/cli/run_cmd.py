@@ -35,6 +35,8 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
     result = run_store(settings, store, once=(mode == "once"), trigger=interval, topic=topic,
                        max_offsets_per_trigger=max_offsets_per_trigger,
                        listener=None if quiet else _print_batch, version=schema_version)
+    if result.stopped_by:
+        click.echo(f"stopped: {result.stopped_by}")
     rate = result.records_in / result.seconds if result.seconds else 0.0
     click.echo(f"{store}: {result.records_in:,} records in = {result.applied:,} applied + "
                f"{result.dead_lettered:,} dead-lettered; {result.changelog_records:,} changelog records; "

@@ -70,7 +70,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         if once:
             query.awaitTermination()
         else:
-            wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store))
+            result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store))
     finally:
         if query.isActive:
             query.stop()
@@ -82,9 +82,10 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
 
 
 def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None,
-                    fence: Callable[[], str | None] = lambda: None) -> None:
+                    fence: Callable[[], str | None] = lambda: None) -> str | None:
     """Until the query fails, stop_after seconds pass, stop_event is set, SIGINT/SIGTERM arrives, or
-    `fence` gives a reason to stop (a migration's cutover or rollback moved the store off this version)."""
+    `fence` gives a reason to stop (a migration's cutover or rollback moved the store off this version),
+    which is returned."""
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,5 +99,6 @@ def wait_continuous(query, stop_after: float | None, stop_event: threading.Event
         reason = fence()
         if reason is not None:
             log.info(reason)
-            break
+            return reason
         stop.wait(0.5)
+    return None

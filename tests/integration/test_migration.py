@@ -5,22 +5,19 @@ the independent references in tests/support/reference.py computed from the same 
 
 from __future__ import annotations
 
-import dataclasses
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
+from support.migration import STORE, approx_v2, migration_settings, snapshot_rows
 from support.reference import V2_FIELDS, VALUE_FIELDS, expected, expected_v2
 from support.store_checks import generated, new_topic, produce
 
 from deltastate.engine import run_store
 from deltastate.migration import steps
 from deltastate.migration.plan import MigrationError, plan_migration
-from deltastate.query import Queries
 from deltastate.service import create_app
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store
@@ -28,32 +25,15 @@ from deltastate.stores.current import read_control
 from deltastate.stores.fence import FencedVersionError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
-REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
-STORE = "player_stats"
 
 
 @pytest.fixture
 def mig_settings(make_settings, tmp_path, topic):
-    """player_stats (with its declared migration to v2) reading the test's own topic."""
-    schemas = tmp_path / "schemas"
-    shutil.copytree(REPO_SCHEMAS, schemas)
-    raw = yaml.safe_load((REPO_SCHEMAS / "stores" / f"{STORE}.yaml").read_text())
-    raw["source"]["topic"] = topic
-    (schemas / "stores" / f"{STORE}.yaml").write_text(yaml.safe_dump(raw))
-    return dataclasses.replace(make_settings(), schemas_dir=schemas)
-
-
-def snapshot_rows(settings, fields) -> dict[str, dict]:
-    with Queries(settings) as queries:
-        return {r["key"]: {f: r[f] for f in fields} for r in queries.all(STORE).rows}
+    return migration_settings(make_settings(), tmp_path / "schemas", topic)
 
 
 def v1_state(records, settings) -> dict[str, dict]:
     return expected(records, settings.max_value_bytes).state
-
-
-def approx_v2(state: dict[str, dict]) -> dict[str, dict]:
-    return {k: {f: (round(v, 9) if isinstance(v, float) else v) for f, v in row.items()} for k, row in state.items()}
 
 
 def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, topic):

@@ -53,6 +53,7 @@ class RunResult:
     progress: list[dict] = field(default_factory=list)  # the query's StreamingQueryProgress events
     # The state keys the store's query started with (key-value stores; read back from the query).
     state_conf: dict[str, str | None] = field(default_factory=dict)
+    stopped_by: str | None = None  # why a continuous run stopped on its own (a migration's fence)
 
 
 def counting_listener(result: RunResult, listener: BatchListener | None) -> BatchListener:

@@ -1,0 +1,35 @@
+"""Shared steps of the migration tests: player_stats (with its declared migration to v2) reading a
+test's own topic, and the published snapshot's rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deltastate.config import Settings
+from deltastate.query import Queries
+
+REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+STORE = "player_stats"
+
+
+def migration_settings(settings: Settings, schemas: Path, topic: str) -> Settings:
+    shutil.copytree(REPO_SCHEMAS, schemas)
+    raw = yaml.safe_load((REPO_SCHEMAS / "stores" / f"{STORE}.yaml").read_text())
+    raw["source"]["topic"] = topic
+    (schemas / "stores" / f"{STORE}.yaml").write_text(yaml.safe_dump(raw))
+    return dataclasses.replace(settings, schemas_dir=schemas)
+
+
+def snapshot_rows(settings: Settings, fields) -> dict[str, dict[str, Any]]:
+    with Queries(settings) as queries:
+        return {r["key"]: {f: r[f] for f in fields} for r in queries.all(STORE).rows}
+
+
+def approx_v2(state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Doubles rounded: Spark and the reference sum in a different order."""
+    return {k: {f: (round(v, 9) if isinstance(v, float) else v) for f, v in row.items()} for k, row in state.items()}
