@@ -137,6 +137,10 @@ def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float
     """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
     control, migration = _migration(settings, name)
     old, new = _pair(settings, name, migration)
+    if migration["phase"] == CUT_OVER and control.get("current") == new.value_version:
+        _publish(spark, settings, name)  # a cutover repeated after a crash between the switch and the publish
+        return StepReport(name, "cutover", old.value_version, new.value_version, CUT_OVER,
+                          {"checks": migration.get("checks"), "repeated": True})
     if migration["phase"] not in (BUILDING, CUTOVER):
         raise MigrationError(f"store {name!r}: migration to version {new.value_version} is in phase "
                              f"{migration['phase']!r}; cutover follows start")
