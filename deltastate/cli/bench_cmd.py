@@ -47,6 +47,21 @@ def restore(keys: int, updates: int) -> None:
         click.echo(line)
 
 
+@bench.command("migrate")
+@click.option("--keys", default=1_000_000, show_default=True, type=click.IntRange(min=100), help="Keys in the store.")
+@click.option("--readers", default=4, show_default=True, type=click.IntRange(min=1), help="Reader threads.")
+def migrate(keys: int, readers: int) -> None:
+    """Time to build a store's next version by replay and by seeding, and read latency during each."""
+    from deltastate.bench.migrate import run_migrate_bench
+    from deltastate.infra.broker import LocalBroker
+
+    settings = load_settings()
+    if settings.uses_local_broker:
+        LocalBroker(settings).up()
+    for line in run_migrate_bench(settings, keys, readers, echo=lambda s: click.echo(f"  .. {s}")).lines():
+        click.echo(line)
+
+
 @bench.command("memory")
 @click.option("--keys", default=10_000_000, show_default=True, type=click.IntRange(min=1), help="Keys in the store.")
 @click.option("--max-memory", "budget_mb", default=512, show_default=True, type=click.IntRange(min=1),

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from deltastate.config import Settings, load_settings
+from deltastate.cli.errors import reported, settings_of
+from deltastate.config import Settings
 
 
 def _spark(settings: Settings, store: str):
@@ -34,13 +35,15 @@ def migrate() -> None:
 @click.argument("store")
 @click.option("--to", "to_version", type=int, required=True, help="The value schema version to build.")
 @click.option("--json", "as_json", is_flag=True)
-def plan(store: str, to_version: int, as_json: bool) -> None:
+@click.pass_context
+@reported
+def plan(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None:
     """What migrating STORE to version --to would do: the field diff, the strategy per field, the
     source topic's coverage; changes nothing."""
     from deltastate.migration.plan import plan_migration
     from deltastate.stores import load_store
 
-    settings = load_settings()
+    settings = settings_of(ctx)
     result = plan_migration(_spark(settings, store), settings, load_store(settings, store),
                             load_store(settings, store, to_version))
     if as_json:
@@ -59,22 +62,26 @@ def plan(store: str, to_version: int, as_json: bool) -> None:
 @click.argument("store")
 @click.option("--to", "to_version", type=int, required=True)
 @click.option("--json", "as_json", is_flag=True)
-def start(store: str, to_version: int, as_json: bool) -> None:
+@click.pass_context
+@reported
+def start(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None:
     """Build version --to beside the live version and run it to the topic's end."""
     from deltastate.migration.steps import start as start_step
 
-    settings = load_settings()
+    settings = settings_of(ctx)
     _emit(start_step(_spark(settings, store), settings, store, to_version).to_dict(), as_json)
 
 
 @migrate.command()
 @click.argument("store")
 @click.option("--json", "as_json", is_flag=True)
-def status(store: str, as_json: bool) -> None:
+@click.pass_context
+@reported
+def status(ctx: click.Context, store: str, as_json: bool) -> None:
     """Phase, offsets of both versions per partition and the new version's lag."""
     from deltastate.migration.steps import status as status_step
 
-    settings = load_settings()
+    settings = settings_of(ctx)
     report = status_step(_spark(settings, store), settings, store)
     if as_json:
         _emit(report.to_dict(), True)
@@ -95,22 +102,26 @@ def status(store: str, as_json: bool) -> None:
 @click.option("--wait", type=float, default=120.0, show_default=True,
               help="Seconds to wait for the old version's stream to stop.")
 @click.option("--json", "as_json", is_flag=True)
-def cutover(store: str, wait: float, as_json: bool) -> None:
+@click.pass_context
+@reported
+def cutover(ctx: click.Context, store: str, wait: float, as_json: bool) -> None:
     """Stop the old version, let the new one finish, check it, switch the current version, publish."""
     from deltastate.migration.steps import cutover as cutover_step
 
-    settings = load_settings()
+    settings = settings_of(ctx)
     _emit(cutover_step(_spark(settings, store), settings, store, wait_s=wait).to_dict(), as_json)
 
 
 @migrate.command()
 @click.argument("store")
 @click.option("--json", "as_json", is_flag=True)
-def rollback(store: str, as_json: bool) -> None:
+@click.pass_context
+@reported
+def rollback(ctx: click.Context, store: str, as_json: bool) -> None:
     """Make the old version current again (until it is retired)."""
     from deltastate.migration.steps import rollback as rollback_step
 
-    settings = load_settings()
+    settings = settings_of(ctx)
     _emit(rollback_step(_spark(settings, store), settings, store).to_dict(), as_json)
 
 
@@ -119,8 +130,10 @@ def rollback(store: str, as_json: bool) -> None:
 @click.option("--hold", type=float, default=None, help="Seconds the old version is kept after cutover "
                                                        "(default: the migration's retire_after).")
 @click.option("--json", "as_json", is_flag=True)
-def retire(store: str, hold: float | None, as_json: bool) -> None:
+@click.pass_context
+@reported
+def retire(ctx: click.Context, store: str, hold: float | None, as_json: bool) -> None:
     """Delete the old version's tables and checkpoint once the hold period has passed."""
     from deltastate.migration.steps import retire as retire_step
 
-    _emit(retire_step(load_settings(), store, hold_s=hold).to_dict(), as_json)
+    _emit(retire_step(settings_of(ctx), store, hold_s=hold).to_dict(), as_json)

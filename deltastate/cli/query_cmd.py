@@ -84,12 +84,15 @@ def _read(ctx: click.Context, as_json: bool, call: Callable[[Any], Any]) -> None
 @click.option("--consistency", type=click.Choice(["snapshot", "committed", "latest"]), default="snapshot",
               show_default=True, help="snapshot: the published snapshot; committed: plus the changelog commits after "
                                       "it; latest: plus the source records the stream has not committed yet.")
+@click.option("--schema-version", type=click.IntRange(min=1), default=None,
+              help="Answer in this value schema version's shape (default: the version the snapshot holds).")
 @json_option
 @click.pass_context
 @_reported
-def get_cmd(ctx: click.Context, store: str, key: str, consistency: str, as_json: bool) -> None:
+def get_cmd(ctx: click.Context, store: str, key: str, consistency: str, schema_version: int | None,
+            as_json: bool) -> None:
     """The value of KEY in STORE."""
-    if consistency == "snapshot":
+    if consistency == "snapshot" and schema_version is None:
         _read(ctx, as_json, lambda q: q.get(store, key))
         return
     from deltastate.errors import KeyNotFoundError
@@ -97,24 +100,34 @@ def get_cmd(ctx: click.Context, store: str, key: str, consistency: str, as_json:
     from deltastate.query.tail import topic_ends
     from deltastate.service.options import ServiceOptions
     from deltastate.service.state import ReadOptions, ServiceState
+    from deltastate.stores.versions import down_convert
 
     settings = _settings(ctx)
     state = ServiceState(settings, ServiceOptions())  # the REST service's read path, for one read
     try:
-        with state.reading([store], ReadOptions(consistency=consistency)) as reading:
+        with state.reading([store], ReadOptions(consistency=consistency, schema_version=schema_version)) as reading:
+            definition = reading.queries.store(store)
+            served = schema_version or definition.value_version
+            footer = f"snapshot {reading.snapshot.version}, schema version {served}"
             if reading.latest is None:
-                _emit_result(reading.queries.get(store, key), as_json)
-                return
-            tail = reading.latest.tails[store]
-            ends = topic_ends(settings.kafka_bootstrap, tail.topic)
-            if not tail.wait_for(ends, timeout=30):
-                raise FreshReadError(f"topic {tail.topic!r}: could not read up to offsets {ends} within 30 s")
-            rows, position = reading.latest.get_many(reading.queries, store, [key])
-            if not rows:
-                raise KeyNotFoundError(store, key)
-            offsets = ", ".join(f"{p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
-                                for p, o in position.body().items())
-            emit(list(rows[0]), rows, as_json, f"(1 row, snapshot {reading.snapshot.version}, latest: {offsets})")
+                result = reading.queries.get(store, key)
+                columns, rows = result.columns, result.rows
+            else:
+                tail = reading.latest.tails[store]
+                ends = topic_ends(settings.kafka_bootstrap, tail.topic)
+                if not tail.wait_for(ends, timeout=30):
+                    raise FreshReadError(f"topic {tail.topic!r}: could not read up to offsets {ends} within 30 s")
+                rows, position = reading.latest.get_many(reading.queries, store, [key])
+                if not rows:
+                    raise KeyNotFoundError(store, key)
+                columns = list(rows[0])
+                footer += ", latest: " + ", ".join(
+                    f"{p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
+                    for p, o in position.body().items())
+            if served != definition.value_version:
+                rows = [down_convert(definition, row, served) for row in rows]
+                columns = list(down_convert(definition, dict.fromkeys(columns), served))
+            emit(columns, rows, as_json, f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {footer})")
     finally:
         state.close()
 

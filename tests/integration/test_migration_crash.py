@@ -1,7 +1,7 @@
 """kill -9 of `deltastate migrate start` and of `deltastate migrate cutover` (real CLI processes with
 their Spark JVMs), each rerun to completion: the new version, seeded from the live state (the topic
-was truncated, so the new aggregation defaults going forward), equals the reference with no record
-lost or applied twice. One kill moment per step in the suite; `pytest -m soak` runs more."""
+was truncated, so the plan says the new aggregation defaults going forward), equals the reference
+under that rule with no record lost or applied twice. One kill moment per step in the suite; `pytest -m soak` runs more."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from support.store_checks import STORE, generated, new_topic, produce
 
 from deltastate.bench.soak import child_env, group_alive
 from deltastate.config import PROJECT_ROOT
+from deltastate.migration.plan import plan_migration
+from deltastate.stores import load_store
 from deltastate.stores.current import read_control
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -69,6 +71,10 @@ def test_kill9_during_start_and_cutover_then_rerun(broker, spark, make_settings,
     admin = AdminClient({"bootstrap.servers": broker})
     for future in admin.delete_records([TopicPartition(topic, p, 3) for p in range(4)]).values():
         future.result(timeout=30)
+    # The topic no longer holds v1's whole history: the new aggregation defaults going forward.
+    plan = plan_migration(spark, settings, load_store(settings, STORE), load_store(settings, STORE, 2))
+    assert not plan.covered and "retention" in plan.reason and plan.build == "seed"
+    assert {f.field: f.strategy for f in plan.fields}["last_game_id"] == "default"
 
     killed = [kill9_after(settings, log, "building", delay, "migrate", "start", STORE, "--to", "2")]
     completed(settings, log, "migrate", "start", STORE, "--to", "2")
