@@ -125,7 +125,7 @@ def _while(base: str, keys: int, readers: int, label: str, work: Callable[[], No
 
 
 def run_migrate_bench(settings: Settings, keys: int, readers: int = 4, port: int = 18_791,
-                      echo: Callable[[str], None] = lambda line: None) -> MigrateFigures:
+                      baseline_s: float = 20.0, echo: Callable[[str], None] = lambda line: None) -> MigrateFigures:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -157,7 +157,7 @@ def run_migrate_bench(settings: Settings, keys: int, readers: int = 4, port: int
     builds: dict[str, float] = {}
     reads = []
     try:
-        reads.append(_while(base, keys, readers, "no migration", 20.0))
+        reads.append(_while(base, keys, readers, "no migration", baseline_s))
         echo(reads[-1].line())
 
         def build(kind: str, copy: str) -> Callable[[], None]:

@@ -56,6 +56,8 @@ def plan(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None
     for name in result.dropped:
         click.echo(f"  {name:<16} dropped")
     click.echo(f"coverage: {result.reason}")
+    seconds = "unknown" if result.estimated_seconds is None else f"about {result.estimated_seconds:,.0f} s"
+    click.echo(f"work: {result.work_records:,} records, {seconds} ({result.estimate_note})")
 
 
 @migrate.command()

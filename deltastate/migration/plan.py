@@ -53,6 +53,9 @@ class MigrationPlan:
     reason: str = ""
     live_rows: int = 0
     topic_records: int = 0
+    work_records: int = 0  # what the build processes: the whole topic (replay), or the live rows plus the lag (seed)
+    estimated_seconds: float | None = None  # from this store's last measured build of the same kind
+    estimate_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -136,13 +139,30 @@ def plan_migration(spark: SparkSession, settings: Settings, live: StoreDefinitio
             source = old + (" (renamed)" if old != f.name else "") + (
                 f" widened {widened[1]} -> {widened[2]}" if widened else "")
             fields.append(FieldPlan(f.name, f.type, "carry", source))
-    replay = any(fp.strategy == "replay" for fp in fields)
+    build = "replay" if any(fp.strategy == "replay" for fp in fields) else "seed"
     from deltastate.changelog.reader import latest_state
+    from deltastate.maintenance.restore import audit_offsets
 
     live_rows = latest_state(spark, settings, live).count() if table_exists(
         spark, settings.table_path(live.storage, "changelog")) else 0
+    topic_records = sum(hi - lo for lo, hi in marks.values())
+    done = audit_offsets(spark, settings, live)
+    work = topic_records if build == "replay" else live_rows + sum(
+        max(0, hi - done.get(p, lo)) for p, (lo, hi) in marks.items())
+    estimated, note = estimate(settings, live.name, build, work)
     return MigrationPlan(
         store=live.name, from_version=live.value_version, to_version=target.value_version, fields=tuple(fields),
-        dropped=step.dropped, build="replay" if replay else "seed", coverage=coverage, covered=covered,
-        reason=reason, live_rows=live_rows,
-        topic_records=sum(hi - lo for lo, hi in marks.values()))
+        dropped=step.dropped, build=build, coverage=coverage, covered=covered, reason=reason, live_rows=live_rows,
+        topic_records=topic_records, work_records=work, estimated_seconds=estimated, estimate_note=note)
+
+
+def estimate(settings: Settings, store: str, build: str, work: int) -> tuple[float | None, str]:
+    """Seconds for `work` records at the rate this store's last build of the same kind measured."""
+    from deltastate.stores.current import read_control
+
+    rate = (read_control(settings, store).get("rates") or {}).get(build)
+    if not rate or not rate.get("seconds"):
+        return None, (f"no {build} build of this store measured yet (each `migrate start` records its rate; "
+                      "`deltastate bench migrate` measures both kinds)")
+    per_s = rate["records"] / rate["seconds"]
+    return round(work / per_s, 1), f"at {per_s:,.0f} records/s, measured by the last {build} build"

@@ -68,6 +68,7 @@ def _pair(settings: Settings, name: str, migration: dict[str, Any]) -> tuple[Sto
 
 def start(spark: SparkSession, settings: Settings, name: str, to_version: int) -> StepReport:
     """Builds version `to_version` beside the live one and runs it once to the topic's end."""
+    began = time.monotonic()
     live = load_store(settings, name)
     control, migration = _migration(settings, name)
     again = migration.get("to") == to_version and migration.get("phase") in (BUILDING, CUTOVER, ROLLED_BACK)
@@ -101,9 +102,15 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int) -
         migration.update(seeded_rows=rows, seed_offsets={str(p): o for p, o in offsets.items()})
         write_control(settings, name, {**read_control(settings, name), "migration": migration})
     result = run_store(settings, name, once=True, version=to_version)
+    seconds = time.monotonic() - began
+    records = result.records_in + int(migration.get("seeded_rows") or 0)
+    control = read_control(settings, name)
+    if records and seconds > 0:  # the rate the next plan's estimate uses
+        rates = {**(control.get("rates") or {}), plan["build"]: {"records": records, "seconds": round(seconds, 3)}}
+        write_control(settings, name, {**control, "rates": rates})
     return StepReport(name, "start", live.value_version, to_version, BUILDING,
                       {"build": plan["build"], "seeded_rows": migration.get("seeded_rows"),
-                       "batches": len(result.progress), "seconds": round(result.seconds, 2)})
+                       "records_in": result.records_in, "batches": len(result.progress), "seconds": round(seconds, 2)})
 
 
 def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,

@@ -191,6 +191,29 @@ def test_browser_logs_in_sees_dags_and_triggers_restore_through_its_form(airflow
         print(f"screenshots: {tmp_path}")
         assert all((tmp_path / n).stat().st_size > 10_000 for n in ("dags.png", "restore-form.png", "restore-run.png"))
         airflow.api("DELETE", f"/dags/deltastate_restore/dagRuns/{run['dag_run_id']}")  # never runs: tidy up
+
+        # The migrate form: the step chosen in its combobox and the confirm box become the run's conf.
+        browser.get(f"{airflow.base}/dags/deltastate_migrate")
+        browser.find_element(By.XPATH, "//button[normalize-space()='Trigger']").click()
+        modal = browser.find_element(By.XPATH, "//div[@role='dialog'][.//*[contains(text(), 'Run Parameters')]]")
+        modal.find_element(By.XPATH, ".//label[contains(., 'Unpause deltastate_migrate on trigger')]").click()
+        boxes = modal.find_elements(By.XPATH, ".//input[@role='combobox']")
+        assert len(boxes) == 3, "store, target version and step"
+        boxes[2].click()
+        browser.find_element(By.XPATH, "//*[@role='option'][normalize-space()='cutover']").click()
+        modal.find_element(By.ID, "switch:element_confirm").click()
+        assert modal.find_element(By.NAME, "element_action").get_attribute("value") == "cutover"
+        browser.save_screenshot(str(tmp_path / "migrate-form.png"))
+        modal.find_element(By.XPATH, ".//button[normalize-space()='Trigger']").click()
+        deadline = time.monotonic() + 60
+        runs = []
+        while not runs and time.monotonic() < deadline:
+            runs = airflow.api("GET", "/dags/deltastate_migrate/dagRuns").json()["dag_runs"]
+            time.sleep(1)
+        [run] = runs
+        assert {k: run["conf"].get(k) for k in ("store", "to_version", "action", "confirm")} == {
+            "store": STORE, "to_version": 2, "action": "cutover", "confirm": True}
+        airflow.api("DELETE", f"/dags/deltastate_migrate/dagRuns/{run['dag_run_id']}")  # never runs: tidy up
     finally:
         browser.quit()
 

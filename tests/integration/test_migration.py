@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
+from pyspark.sql import functions as F
 from support.migration import STORE, approx_v2, migration_settings, snapshot_rows
 from support.reference import V2_FIELDS, VALUE_FIELDS, expected, expected_v2
 from support.store_checks import generated, new_topic, produce
@@ -125,3 +126,27 @@ def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, t
     with pytest.raises(MigrationError, match="is not retired"):
         steps.rollback(spark, settings, STORE)
 
+
+
+def test_a_cutover_whose_checks_fail_switches_nothing(broker, spark, mig_settings, topic):
+    settings = mig_settings
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(200, 20, seed=51), ref)
+    run_store(settings, STORE, once=True)
+    steps.start(spark, settings, STORE, 2)
+    # A wrong newer record for one key in v2 (outside the stream's lineage, so only the checks see it).
+    path = settings.table_path(f"{STORE}.v2", "changelog")
+    bad = (spark.read.format("delta").load(path).where(F.col("op") == "put").orderBy("key").limit(1)
+           .withColumn("games", F.col("games") + 100).withColumn("epoch", F.lit(99))
+           .withColumn("lineage_id", F.lit("deltastate-cleanup/tampered")))
+    key = bad.first()["key"]
+    bad.write.format("delta").mode("append").save(path)
+    with pytest.raises(MigrationError, match="failed its cutover checks") as caught:
+        steps.cutover(spark, settings, STORE, wait_s=5)
+    assert "carried_equal: 1 keys fail" in str(caught.value) and key in str(caught.value)
+    control = read_control(settings, STORE)
+    assert control["current"] == 1 and control["migration"]["phase"] == "building"
+    produce(settings, topic, generated(50, 20, seed=52), ref)
+    run_store(settings, STORE, once=True)  # v1 runs on
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+    assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)

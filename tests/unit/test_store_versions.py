@@ -151,3 +151,13 @@ def test_a_row_of_version_two_in_version_one_shape(tmp_path):
     v1 = load(store_file(tmp_path), None)
     with pytest.raises(ValueError, match=r"serves value schema versions \[1\]"):
         check_servable(v1, 2)
+
+
+def test_a_dropped_field_is_gone_from_the_version_and_its_rows(tmp_path):
+    v2 = load(store_file(tmp_path, base_migration(drop=["last_played"]), [
+        {"name": "games", "type": "long"}, {"name": "total_score", "type": "double"},
+        {"name": "top_score", "type": "long"}, {"name": "avg_score", "type": "double"}]))
+    assert "last_played" not in v2.value_columns and "last_played" not in v2.aggregated_columns
+    assert v2.history[0].dropped == ("last_played",)
+    assert down_convert(v2, {"key": "p", "games": 2, "total_score": 4.0, "top_score": 3, "avg_score": 2.0}, 1) == {
+        "key": "p", "games": 2, "total_score": 4, "best_score": 3}
