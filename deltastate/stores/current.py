@@ -45,7 +45,23 @@ def write_control(settings: Settings, store: str, record: dict[str, Any]) -> Non
     os.replace(tmp, path)
 
 
+# path -> ((mtime_ns, inode), current version): reads ask on every request; a stat is enough until the
+# file is replaced (a rename gives a new inode).
+_seen: dict[Path, tuple[tuple[int, int], int | None]] = {}
+
+
 def current_version(settings: Settings, store: str) -> int | None:
     """The current version, None before any migration (the store's first declared version)."""
+    path = control_path(settings, store)
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    stamp = (stat.st_mtime_ns, stat.st_ino)
+    cached = _seen.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
     value = read_control(settings, store).get("current")
-    return None if value is None else int(value)
+    version = None if value is None else int(value)
+    _seen[path] = (stamp, version)
+    return version

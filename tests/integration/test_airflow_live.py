@@ -116,7 +116,7 @@ def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]
         token = httpx.post(f"{base}/auth/token", json={"username": "admin", "password": password},
                            timeout=30).json()["access_token"]
         live = LiveAirflow(base, password, token, env, log)
-        wanted = 3 * len(list_stores(load_settings({}))) + 2
+        wanted = 3 * len(list_stores(load_settings({}))) + 3  # per store run, compact, cleanup; restore, publish, migrate
         _wait("the deltastate DAGs to be parsed", lambda: live.api("GET", "/dags", params={
             "dag_id_pattern": "deltastate", "limit": 100}).json()["total_entries"] == wanted, 420, proc, log)
         yield live
