@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 def test_bench_migrate_builds_by_replay_and_by_seed(broker, spark, make_settings):
     settings = make_settings()
-    figures = run_migrate_bench(settings, keys=2_000, readers=2, port=free_port(), baseline_s=3.0)
+    figures = run_migrate_bench(settings, keys=1_000, readers=2, port=free_port(), baseline_s=1.0)
     assert set(figures.builds) == {"replay", "seed"} and all(s > 0 for s in figures.builds.values())
     assert [r.label for r in figures.reads] == ["no migration", "during a replay build", "during a seed build"]
     assert all(r.requests > 0 and r.errors == 0 for r in figures.reads), figures.lines()
