@@ -70,15 +70,21 @@ def _move_aside(checkpoint: str) -> str | None:
     return str(target)
 
 
-def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
-    """Partition -> one past the highest offset any intake audit row covers."""
+def audit_ranges(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, tuple[int, int]]:
+    """Partition -> (lowest, highest) offset the store's intake audit rows cover."""
     path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
     ranges = (spark.read.format("delta").load(path)
               .select(F.explode(F.from_json("offsets", "map<string, array<bigint>>")).alias("p", "range")))
-    rows = ranges.groupBy("p").agg(F.max(F.element_at("range", 2)).alias("hi")).collect()
-    return {int(r["p"]): int(r["hi"]) + 1 for r in rows}
+    rows = ranges.groupBy("p").agg(F.min(F.element_at("range", 1)).alias("lo"),
+                                   F.max(F.element_at("range", 2)).alias("hi")).collect()
+    return {int(r["p"]): (int(r["lo"]), int(r["hi"])) for r in rows}
+
+
+def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
+    """Partition -> one past the highest offset any intake audit row covers."""
+    return {p: hi + 1 for p, (_lo, hi) in audit_ranges(spark, settings, store).items()}
 
 
 def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:

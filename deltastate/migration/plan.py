@@ -19,12 +19,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import INTAKE
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.errors import DeltastateError
+from deltastate.maintenance.restore import audit_ranges
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -79,17 +78,6 @@ def topic_watermarks(settings: Settings, topic: str) -> dict[int, tuple[int, int
         consumer.close()
 
 
-def first_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
-    """Partition -> the lowest offset the store's audit records as processed."""
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return {}
-    ranges = (spark.read.format("delta").load(path)
-              .select(F.explode(F.from_json("offsets", "map<string, array<bigint>>")).alias("p", "range")))
-    rows = ranges.groupBy("p").agg(F.min(F.element_at("range", 1)).alias("lo")).collect()
-    return {int(r["p"]): int(r["lo"]) for r in rows}
-
-
 def check_target(live: StoreDefinition, to_version: int) -> None:
     if to_version not in live.versions:
         raise MigrationError(f"store {live.name!r}: no value schema version {to_version}; declared versions: "
@@ -106,7 +94,8 @@ def plan_migration(spark: SparkSession, settings: Settings, live: StoreDefinitio
     [step] = [s for s in target.history if s.version == target.value_version]
     renamed = dict(step.renamed)
     defaults = dict(step.defaults)
-    firsts = first_offsets(spark, settings, live)
+    audited = audit_ranges(spark, settings, live)
+    firsts = {p: lo for p, (lo, _hi) in audited.items()}
     marks = topic_watermarks(settings, live.source.topic)
     coverage = {p: {"earliest_in_topic": marks.get(p, (None, None))[0], "first_processed": firsts.get(p),
                     "end": marks.get(p, (None, None))[1]} for p in sorted(set(firsts) | set(marks))}
@@ -141,12 +130,11 @@ def plan_migration(spark: SparkSession, settings: Settings, live: StoreDefinitio
             fields.append(FieldPlan(f.name, f.type, "carry", source))
     build = "replay" if any(fp.strategy == "replay" for fp in fields) else "seed"
     from deltastate.changelog.reader import latest_state
-    from deltastate.maintenance.restore import audit_offsets
 
     live_rows = latest_state(spark, settings, live).count() if table_exists(
         spark, settings.table_path(live.storage, "changelog")) else 0
     topic_records = sum(hi - lo for lo, hi in marks.values())
-    done = audit_offsets(spark, settings, live)
+    done = {p: hi + 1 for p, (_lo, hi) in audited.items()}
     work = topic_records if build == "replay" else live_rows + sum(
         max(0, hi - done.get(p, lo)) for p, (lo, hi) in marks.items())
     estimated, note = estimate(settings, live.name, build, work)

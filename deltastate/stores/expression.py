@@ -10,6 +10,7 @@ would fail, and on every replay fail again, a micro-batch.
 from __future__ import annotations
 
 import ast
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+# The same for floats and Spark columns; division differs (null on zero) and is written out in each.
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 class ExpressionError(ValueError):
@@ -95,12 +98,8 @@ def evaluate(node: Node, values: dict[str, object]) -> float | None:
     left, right = evaluate(node.left, values), evaluate(node.right, values)
     if left is None or right is None:
         return None
-    if node.op == "+":
-        return left + right
-    if node.op == "-":
-        return left - right
-    if node.op == "*":
-        return left * right
+    if node.op in _ARITHMETIC:
+        return _ARITHMETIC[node.op](left, right)
     return None if right == 0 else left / right
 
 
@@ -115,10 +114,6 @@ def to_column(node: Node, column_of: dict[str, Column]) -> Column:
     if isinstance(node, Negate):
         return -to_column(node.operand, column_of)
     left, right = to_column(node.left, column_of), to_column(node.right, column_of)
-    if node.op == "+":
-        return left + right
-    if node.op == "-":
-        return left - right
-    if node.op == "*":
-        return left * right
+    if node.op in _ARITHMETIC:
+        return _ARITHMETIC[node.op](left, right)
     return F.when(right == 0, F.lit(None).cast("double")).otherwise(F.try_divide(left, right))
