@@ -18,6 +18,11 @@ def _spark(settings: Settings, store: str):
     return get_spark(settings, f"deltastate-migrate-{store}")
 
 
+def _progress_line(line: str) -> None:
+    """Per-batch progress on stderr: stdout stays the step's report (JSON with --json)."""
+    click.echo(line, err=True)
+
+
 def _emit(data: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=1, default=str))
@@ -68,10 +73,12 @@ def plan(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None
 @reported
 def start(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None:
     """Build version --to beside the live version and run it to the topic's end."""
+    from deltastate.migration.steps import progress_printer
     from deltastate.migration.steps import start as start_step
 
     settings = settings_of(ctx)
-    _emit(start_step(_spark(settings, store), settings, store, to_version).to_dict(), as_json)
+    progress = progress_printer(store, to_version, _progress_line)
+    _emit(start_step(_spark(settings, store), settings, store, to_version, progress).to_dict(), as_json)
 
 
 @migrate.command()
@@ -109,9 +116,13 @@ def status(ctx: click.Context, store: str, as_json: bool) -> None:
 def cutover(ctx: click.Context, store: str, wait: float, as_json: bool) -> None:
     """Stop the old version, let the new one finish, check it, switch the current version, publish."""
     from deltastate.migration.steps import cutover as cutover_step
+    from deltastate.migration.steps import progress_printer
+    from deltastate.stores.current import read_control
 
     settings = settings_of(ctx)
-    _emit(cutover_step(_spark(settings, store), settings, store, wait_s=wait).to_dict(), as_json)
+    to_version = int((read_control(settings, store).get("migration") or {}).get("to", 0))
+    progress = progress_printer(store, to_version, _progress_line)
+    _emit(cutover_step(_spark(settings, store), settings, store, wait_s=wait, progress=progress).to_dict(), as_json)
 
 
 @migrate.command()

@@ -19,6 +19,7 @@ the state; records the topic no longer holds (its retention) are missing from th
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE, is_windowed
 from deltastate.changelog.reader import changelog_version, latest_state
+from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import load_or_create
@@ -70,21 +72,42 @@ def _move_aside(checkpoint: str) -> str | None:
     return str(target)
 
 
-def audit_ranges(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, tuple[int, int]]:
-    """Partition -> (lowest, highest) offset the store's intake audit rows cover."""
+@dataclass(frozen=True)
+class AuditPosition:
+    """Where a store's stream stands by its intake audit, from one read of the table: per partition
+    the (lowest, highest) offset the rows cover, and the stream time (newest applied event time)."""
+
+    ranges: dict[int, tuple[int, int]]
+    stream_times: dict[int, int]
+
+    @property
+    def next_offsets(self) -> dict[int, int]:
+        return {p: hi + 1 for p, (_lo, hi) in self.ranges.items()}
+
+
+def audit_position(spark: SparkSession, settings: Settings, store: StoreDefinition) -> AuditPosition:
     path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
-        return {}
-    ranges = (spark.read.format("delta").load(path)
-              .select(F.explode(F.from_json("offsets", "map<string, array<bigint>>")).alias("p", "range")))
-    rows = ranges.groupBy("p").agg(F.min(F.element_at("range", 1)).alias("lo"),
-                                   F.max(F.element_at("range", 2)).alias("hi")).collect()
-    return {int(r["p"]): (int(r["lo"]), int(r["hi"])) for r in rows}
+        return AuditPosition({}, {})
+    # One row per micro-batch: small enough to read whole, and one read keeps offsets and stream
+    # times consistent while the stream keeps appending.
+    rows = spark.read.format("delta").load(path).select("offsets", STREAM_TIMES).collect()
+    ranges: dict[int, tuple[int, int]] = {}
+    for row in rows:
+        for p, (lo, hi) in json.loads(row["offsets"] or "{}").items():
+            old = ranges.get(int(p))
+            ranges[int(p)] = (int(lo), int(hi)) if old is None else (min(old[0], int(lo)), max(old[1], int(hi)))
+    return AuditPosition(ranges, merge_stream_times({}, (row[STREAM_TIMES] for row in rows)))
+
+
+def audit_ranges(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, tuple[int, int]]:
+    """Partition -> (lowest, highest) offset the store's intake audit rows cover."""
+    return audit_position(spark, settings, store).ranges
 
 
 def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
     """Partition -> one past the highest offset any intake audit row covers."""
-    return {p: hi + 1 for p, (_lo, hi) in audit_ranges(spark, settings, store).items()}
+    return audit_position(spark, settings, store).next_offsets
 
 
 def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:

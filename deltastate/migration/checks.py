@@ -1,4 +1,5 @@
-"""The checks that gate a cutover, run by great-expectations over one comparison row per key:
+"""The checks that gate a cutover, run by great-expectations over one comparison row per state entry
+(a key; in window and session stores a key and its window or session bounds):
 
 same_keys        a key is live in the new version exactly when it is live in the old one;
 carried_equal    every field the new version carries (renamed, widened) equals the old value;
@@ -26,7 +27,7 @@ from deltastate.migration.seed import committed_state
 from deltastate.quality.suites import Expectation
 from deltastate.quality.validate import run_expectations
 from deltastate.stores.definition import StoreDefinition
-from deltastate.stores.expression import parse, to_column
+from deltastate.stores.expression import value_column
 
 SUITE = "migration"
 CHECKS = ("same_keys", "carried_equal", "derived_ok")
@@ -49,8 +50,10 @@ class CheckReport:
                 "examples": self.examples, "data_docs": self.data_docs}
 
 
-def _close(a: Column, b: Column) -> Column:
-    """Equal, both null, or numerically equal within double rounding."""
+def _close(a: Column, b: Column, numeric: bool = True) -> Column:
+    """Equal, both null, or (numeric fields) equal within double rounding."""
+    if not numeric:
+        return a.eqNullSafe(b)
     return a.eqNullSafe(b) | (F.abs(a.cast("double") - b.cast("double"))
                               <= F.lit(1e-9) * F.greatest(F.lit(1.0), F.abs(b.cast("double"))))
 
@@ -58,18 +61,19 @@ def _close(a: Column, b: Column) -> Column:
 def cutover_checks(spark: SparkSession, settings: Settings, old: StoreDefinition, new: StoreDefinition) -> CheckReport:
     [step] = [s for s in new.history if s.version == new.value_version]
     renamed = dict(step.renamed)
-    old_state, offsets = committed_state(spark, settings, old)
+    old_state, position = committed_state(spark, settings, old)
+    offsets = position.next_offsets
+    keys = list(layout.store_key_columns(new))  # window and session entries: key and bounds
     records = spark.read.format("delta").load(settings.table_path(new.storage, layout.CHANGELOG))
-    newest = latest_per_key(records, [layout.KEY], [*new.value_columns, *STATE_BOOKKEEPING, layout.OP],
-                            live_only=False)
+    newest = latest_per_key(records, keys, [*new.value_columns, *STATE_BOOKKEEPING, layout.OP], live_only=False)
     ends = F.create_map(*[x for p, o in sorted(offsets.items()) for x in (F.lit(p), F.lit(o))]) if offsets \
         else F.create_map().cast("map<int,bigint>")
-    o = old_state.select(layout.KEY, *[F.col(c).alias(f"old__{c}") for c in old.value_columns], F.lit(True).alias("old_live"))
-    n = newest.select(layout.KEY, *[F.col(c).alias(f"new__{c}") for c in new.value_columns],
+    o = old_state.select(*keys, *[F.col(c).alias(f"old__{c}") for c in old.value_columns], F.lit(True).alias("old_live"))
+    n = newest.select(*keys, *[F.col(c).alias(f"new__{c}") for c in new.value_columns],
                       (F.col(layout.OP) != layout.OP_DELETE).alias("new_live"),
                       (F.col("source_offset") < F.coalesce(F.try_element_at(ends, F.col("source_partition")), F.lit(-1))
                        ).alias("settled"))
-    joined = o.join(n, layout.KEY, "full_outer")
+    joined = o.join(n, keys, "full_outer")
     # A key the old version holds and the new one never wrote is unsettled only if it could have
     # changed later: it cannot, so it counts (and fails same_keys).
     settled = F.coalesce(F.col("settled"), F.lit(True))
@@ -78,14 +82,16 @@ def cutover_checks(spark: SparkSession, settings: Settings, old: StoreDefinition
     equal = F.lit(True)
     for new_name in carried:
         old_name = {v: k for k, v in renamed.items()}.get(new_name, new_name)
-        equal = equal & _close(F.col(f"new__{new_name}"), F.col(f"old__{old_name}"))
+        numeric = new.value_field(new_name).type != "string"
+        equal = equal & _close(F.col(f"new__{new_name}"), F.col(f"old__{old_name}"), numeric)
     aggregated = {a.target: F.col(f"new__{a.target}") for a in new.aggregations}
     derived_ok = F.lit(True)
     for d in new.derived:
         derived_ok = derived_ok & _close(F.col(f"new__{d.target}"),
-                                         to_column(parse(d.expression), aggregated).cast(new.value_field(d.target).spark_type))
+                                         value_column(new, d.target, aggregated).cast(new.value_field(d.target).spark_type))
+    entry = F.col(layout.KEY) if len(keys) == 1 else F.concat_ws("@", *[F.col(k).cast("string") for k in keys])
     frame = joined.select(
-        F.col(layout.KEY),
+        entry.alias(layout.KEY),
         (~settled | (old_live == new_live)).alias("same_keys"),
         (~settled | ~(old_live & new_live) | equal).alias("carried_equal"),
         (~new_live | derived_ok).alias("derived_ok"),

@@ -6,6 +6,11 @@ is read first and says, per partition, the next offset it has not processed; onl
 below those offsets are folded into the seed, so a batch whose changelog landed but whose audit row
 had not is left out of the seed and processed by N itself, from exactly those offsets: every record
 once, none twice. Cleanup tombstones (TTL, retention) come from no offset and are always taken.
+
+Window and session stores also carry each entry's event count (their merges read it back), and the
+live stream times at those offsets: N's first batches must find the same windows open, and the same
+records late, as the live version would. They are written as an audit row of the seed (no records,
+no offsets) in N's intake table, where every run of N, and a restore of N, reads stream times from.
 """
 
 from __future__ import annotations
@@ -14,32 +19,43 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.reader import STATE_BOOKKEEPING, state_columns
+from deltastate.changelog.reader import STATE_BOOKKEEPING
 from deltastate.changelog.rules import latest_per_key
 from deltastate.changelog.tables import append_once, table_exists
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import CLEANUP_PREFIX
-from deltastate.maintenance.restore import audit_offsets
+from deltastate.engine.common.output import audit_row
+from deltastate.engine.windowed.stream_time import stream_times_json
+from deltastate.maintenance.restore import AuditPosition, audit_position
 from deltastate.stores.definition import StoreDefinition
-from deltastate.stores.expression import parse, to_column
+from deltastate.stores.expression import value_column
 
 
-def committed_state(spark: SparkSession, settings: Settings, live: StoreDefinition) -> tuple[DataFrame, dict[int, int]]:
-    """(live state rows below the committed offsets, partition -> next offset to process)."""
-    offsets = audit_offsets(spark, settings, live)  # before the changelog: see the module doc
+def _entry_columns(store: StoreDefinition) -> list[str]:
+    """A state entry's columns: state_columns, and the event count of a window or session entry."""
+    extra = [layout.EVENTS] if layout.is_windowed(store) else []
+    return [*layout.store_key_columns(store), *store.value_columns, *extra, *STATE_BOOKKEEPING]
+
+
+def committed_state(spark: SparkSession, settings: Settings, live: StoreDefinition) -> tuple[DataFrame, AuditPosition]:
+    """(live state entries below the committed offsets, the audit position they stand at)."""
+    position = audit_position(spark, settings, live)  # before the changelog: see the module doc
+    offsets = position.next_offsets
     path = settings.table_path(live.storage, layout.CHANGELOG)
     if not table_exists(spark, path) or not offsets:
-        empty = spark.createDataFrame([], ", ".join(f"`{c}` string" for c in state_columns(live)))
-        return empty, offsets
+        types = dict(layout.changelog_columns(live))
+        empty = spark.createDataFrame([], ", ".join(f"`{c}` {types.get(c, 'string')}" for c in _entry_columns(live)))
+        return empty, position
     ends = F.create_map(*[x for p, o in sorted(offsets.items()) for x in (F.lit(p), F.lit(o))])
     below = F.col("source_offset") < F.coalesce(F.try_element_at(ends, F.col("source_partition")), F.lit(-1))
     records = spark.read.format("delta").load(path).where(F.col("lineage_id").startswith(CLEANUP_PREFIX) | below)
-    latest = latest_per_key(records, layout.store_key_columns(live), [*live.value_columns, *STATE_BOOKKEEPING])
-    return latest.select(*state_columns(live)), offsets
+    columns = _entry_columns(live)
+    latest = latest_per_key(records, layout.store_key_columns(live), columns[len(layout.store_key_columns(live)):])
+    return latest.select(*columns), position
 
 
 def transformed(state: DataFrame, live: StoreDefinition, target: StoreDefinition) -> DataFrame:
-    """`state` of the live version in the target version's state columns (state_columns(target))."""
+    """`state` of the live version in the target version's entry columns."""
     [step] = [s for s in target.history if s.version == target.value_version]
     old_name = {new: old for old, new in step.renamed}
     defaults = dict(step.defaults)
@@ -51,14 +67,9 @@ def transformed(state: DataFrame, live: StoreDefinition, target: StoreDefinition
             aggregated[agg.target] = F.lit(default).cast(wanted)
         else:
             aggregated[agg.target] = F.col(old_name.get(agg.target, agg.target)).cast(wanted)
-    values = []
-    for f in target.value_fields:
-        if f.name in aggregated:
-            values.append(aggregated[f.name].alias(f.name))
-        else:
-            [derived] = [d for d in target.derived if d.target == f.name]
-            values.append(to_column(parse(derived.expression), aggregated).cast(f.spark_type).alias(f.name))
-    return state.select(*layout.store_key_columns(target), *values,
+    values = [value_column(target, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in target.value_fields]
+    events = [F.col(layout.EVENTS)] if layout.is_windowed(target) else []
+    return state.select(*layout.store_key_columns(target), *values, *events,
                         F.col("source_partition"), F.col("source_offset"),
                         F.lit(0).cast("int").alias("epoch"), F.lit(0).cast("bigint").alias("batch_id"),
                         F.col("event_time"), F.current_timestamp().alias("write_time"))
@@ -69,10 +80,21 @@ def seed_changelog(seed: DataFrame, target: StoreDefinition, settings: Settings)
     start repeated after a crash does not write it twice)."""
     rows = seed.select(
         *layout.store_key_columns(target), *target.value_columns,
-        F.lit(layout.OP_PUT).alias(layout.OP), F.lit(target.value_version).cast("int").alias("value_version"),
+        *([layout.EVENTS] if layout.is_windowed(target) else []), F.lit(layout.OP_PUT).alias(layout.OP), F.lit(target.value_version).cast("int").alias("value_version"),
         F.col("source_partition").cast("int"), F.col("source_offset").cast("bigint"),
         F.col("epoch"), F.col("batch_id"), F.lit(layout.MIGRATION_SEED_LINEAGE).alias("lineage_id"),
         F.col("event_time"), F.col("write_time"),
         F.lit(layout.segment_of(0, 0)).cast("bigint").alias(layout.SEGMENT))
-    app_id = f"{layout.MIGRATION_SEED_LINEAGE}/{target.name}/v{target.value_version}"
-    append_once(rows, settings.table_path(target.storage, layout.CHANGELOG), app_id, 0)
+    append_once(rows, settings.table_path(target.storage, layout.CHANGELOG), _app_id(target), 0)
+
+
+def seed_stream_times(spark: SparkSession, settings: Settings, target: StoreDefinition,
+                      stream_times: dict[int, int]) -> None:
+    """The live version's stream times as the seed's audit row in the target's intake table (window
+    and session stores; one idempotent append)."""
+    row = audit_row(spark, layout.MIGRATION_SEED_LINEAGE, 0, {}, {}, stream_times, stream_times_json(stream_times))
+    append_once(row, settings.table_path(target.storage, layout.INTAKE), _app_id(target), 0, merge_schema=True)
+
+
+def _app_id(target: StoreDefinition) -> str:
+    return f"{layout.MIGRATION_SEED_LINEAGE}/{target.name}/v{target.value_version}"

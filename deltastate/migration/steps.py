@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,18 +19,19 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_windowed
 from deltastate.changelog.reader import state_columns
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import load_or_create
+from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.common.resume import ResumePlan, load_plan, save_plan
 from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.engine.run import run_store
 from deltastate.maintenance.restore import SEED_DIR, audit_offsets
 from deltastate.migration.checks import CheckReport, cutover_checks
 from deltastate.migration.plan import MigrationError, check_target, plan_migration, topic_watermarks
-from deltastate.migration.seed import committed_state, seed_changelog, transformed
+from deltastate.migration.seed import committed_state, seed_changelog, seed_stream_times, transformed
 from deltastate.stores import load_store
 from deltastate.stores.current import read_control, write_control
 from deltastate.stores.definition import StoreDefinition
@@ -51,6 +53,15 @@ class StepReport:
         return json.loads(json.dumps(asdict(self), default=str))  # plain lists and dicts: JSON, XCom
 
 
+def progress_printer(name: str, to_version: int, say: Callable[[str], None]) -> BatchListener:
+    """A listener that reports each micro-batch of the version being built as one line."""
+
+    def hear(report: BatchReport) -> None:
+        say(f"[migrate {name} v{to_version}] {report.describe()}")
+
+    return hear
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -66,8 +77,10 @@ def _pair(settings: Settings, name: str, migration: dict[str, Any]) -> tuple[Sto
     return load_store(settings, name, int(migration["from"])), load_store(settings, name, int(migration["to"]))
 
 
-def start(spark: SparkSession, settings: Settings, name: str, to_version: int) -> StepReport:
-    """Builds version `to_version` beside the live one and runs it once to the topic's end."""
+def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
+          progress: BatchListener | None = None) -> StepReport:
+    """Builds version `to_version` beside the live one and runs it once to the topic's end;
+    `progress` hears each micro-batch of that run."""
     began = time.monotonic()
     live = load_store(settings, name)
     control, migration = _migration(settings, name)
@@ -88,20 +101,25 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int) -
     ensure_tables(spark, settings, target)
     checkpoint = settings.checkpoint_path(target.storage)
     if plan["build"] == "seed" and load_plan(checkpoint) is None:
-        state, offsets = committed_state(spark, settings, live)
+        state, position = committed_state(spark, settings, live)
+        offsets = position.next_offsets
         seed = transformed(state, live, target).persist()
         try:
             seed_changelog(seed, target, settings)
-            lineage = load_or_create(spark, settings, target)  # after the seed: epoch 1
-            seed_path = f"{lineage.checkpoint}/{SEED_DIR}"
-            seed.select(*state_columns(target)).write.format("delta").mode("overwrite").save(seed_path)
             rows = seed.count()
+            if is_windowed(target):  # state is read back from the changelog, stream times from the intake
+                seed_stream_times(spark, settings, target, position.stream_times)
+            lineage = load_or_create(spark, settings, target)  # after the seed: epoch 1
+            seed_path = None
+            if rows and not is_windowed(target):  # key-value state is loaded into Spark's state store
+                seed_path = f"{lineage.checkpoint}/{SEED_DIR}"
+                seed.select(*state_columns(target)).write.format("delta").mode("overwrite").save(seed_path)
         finally:
             seed.unpersist()
-        save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path if rows else None))
+        save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path))
         migration.update(seeded_rows=rows, seed_offsets={str(p): o for p, o in offsets.items()})
         write_control(settings, name, {**read_control(settings, name), "migration": migration})
-    result = run_store(settings, name, once=True, version=to_version)
+    result = run_store(settings, name, once=True, version=to_version, listener=progress)
     seconds = time.monotonic() - began
     records = result.records_in + int(migration.get("seeded_rows") or 0)
     control = read_control(settings, name)
@@ -140,7 +158,8 @@ def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
                        "seeded_rows": migration.get("seeded_rows")})
 
 
-def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S) -> StepReport:
+def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S,
+            progress: BatchListener | None = None) -> StepReport:
     """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
     control, migration = _migration(settings, name)
     old, new = _pair(settings, name, migration)
@@ -155,7 +174,7 @@ def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float
     write_control(settings, name, {**control, "migration": migration})  # fences the old version's runs
     claim_checkpoint(settings, old.storage, wait_s=wait_s)  # returns once the old stream has stopped
     started = time.monotonic()
-    run_store(settings, name, once=True, version=new.value_version)
+    run_store(settings, name, once=True, version=new.value_version, listener=progress)
     report: CheckReport = cutover_checks(spark, settings, old, new)
     if not report.success:
         migration["phase"] = BUILDING  # the old version may run again; nothing switched

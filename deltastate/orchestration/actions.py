@@ -14,6 +14,10 @@ ACTIONS = ("run", "compact", "cleanup", "restore", "publish", *(f"migrate_{s}" f
 ALL_STORES = "*"
 
 
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
 class _ProgressPrinter:
     """Restore listener: one log line per event, so the task log shows the restore's progress."""
 
@@ -65,10 +69,16 @@ def _migrate(settings: Settings, step: str, store: str, to_version: int | None,
 
             report = plan_migration(spark, settings, load_store(settings, store), load_store(settings, store, to_version))
         elif step == "start":
-            report = steps.start(spark, settings, store, int(to_version))  # type: ignore[arg-type]
+            report = steps.start(spark, settings, store, int(to_version),  # type: ignore[arg-type]
+                                 progress=steps.progress_printer(store, int(to_version), _log))  # type: ignore[arg-type]
+        elif step == "cutover":
+            from deltastate.stores.current import read_control
+
+            migration = read_control(settings, store).get("migration") or {}
+            report = steps.cutover(spark, settings, store,
+                                   progress=steps.progress_printer(store, int(migration.get("to", 0)), _log))
         else:
-            report = {"status": steps.status, "cutover": steps.cutover, "rollback": steps.rollback}[step](
-                spark, settings, store)
+            report = {"status": steps.status, "rollback": steps.rollback}[step](spark, settings, store)
     figures = as_dict(report)
     print(f"[migrate {store}] {step}: {json.dumps(figures, default=str)}", flush=True)
     return figures

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
+    from deltastate.stores.definition import StoreDefinition
+
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 # The same for floats and Spark columns; division differs (null on zero) and is written out in each.
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -117,3 +119,13 @@ def to_column(node: Node, column_of: dict[str, Column]) -> Column:
     if node.op in _ARITHMETIC:
         return _ARITHMETIC[node.op](left, right)
     return F.when(right == 0, F.lit(None).cast("double")).otherwise(F.try_divide(left, right))
+
+
+def value_column(store: StoreDefinition, name: str, aggregated: dict[str, Column]) -> Column:
+    """A value field's column: its aggregated column, or its derivation over the aggregated columns.
+    Every engine (key-value fold, windows, sessions) and every seed and check computes a stored
+    value through this one rule."""
+    for derived in store.derived:
+        if derived.target == name:
+            return to_column(parse(derived.expression), aggregated)
+    return aggregated[name]

@@ -208,9 +208,6 @@ class StoreFileModel(Strict):
             if i and m.version != self.migrations[i - 1].version + 1:
                 raise ValueError(f"migrations: version {m.version} follows version {self.migrations[i - 1].version}; "
                                  "each migration produces the next version")
-        if self.migrations and self.type != "key_value":
-            raise ValueError("migrations are available to key_value stores; a window or session store's new value "
-                             "fields need a new store replayed from the topic")
         if self.migrations and (not self.changelog.enabled or self.max_entries is not None):
             raise ValueError("migrations need a logged store that keeps every key (no max_entries, changelog "
                              "enabled): a new version is seeded from the changelog")

@@ -9,38 +9,23 @@ before it is published."""
 from __future__ import annotations
 
 import json
-import math
 
-import duckdb
 import pytest
 from fastapi.testclient import TestClient
 from support.reference import ReferenceTopic
 from support.reference_windowed import SPECS, Outcome, run
 from support.window_reads import changed_keys, key_reads, ranged_reads
+from support.windowed import assert_state_equal, snapshot_rows, workload
 
 from deltastate.engine import run_store
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
-from deltastate.ingest.timed_workloads import TimeShape, click_records, pulse_records, trade_records
 from deltastate.service import create_app
 from deltastate.snapshot import publish_snapshot
-from deltastate.snapshot.catalog import current_snapshot
 from deltastate.stores import load_store
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 4
-
-
-def workload(store: str, n: int, seed: int, start: int) -> list[tuple[bytes, bytes | None]]:
-    """Out of order within grace, a few late beyond it; deletes for pulses; merges for sessions."""
-    if store == "trade_stats":
-        shape = TimeShape(start_ts=start, step_ms=15, disorder=0.2, disorder_ms=1_900, late=0.03, late_ms=8_000)
-        return list(trade_records(n, 12, seed, shape))
-    if store == "pulse_counts":
-        shape = TimeShape(start_ts=start, step_ms=400, disorder=0.2, disorder_ms=4_000, late=0.03, late_ms=70_000)
-        return list(pulse_records(n, 15, seed, shape, checkouts=0.02, tombstones=0.01))
-    shape = TimeShape(start_ts=start, step_ms=60_000, disorder=0.3, disorder_ms=280_000, late=0.03, late_ms=2_400_000)
-    return list(click_records(n, 25, seed, shape))
 
 
 Produced = list[tuple[bytes, bytes | None]]
@@ -63,25 +48,6 @@ def with_bad_records(good: Produced, max_value_bytes: int) -> tuple[Produced, di
     for i, record in enumerate(bad):
         out.insert((i + 1) * len(good) // (len(bad) + 1), record)
     return out, bad
-
-
-def snapshot_rows(settings, store: str) -> dict[tuple[str, int, int], dict]:
-    names = [f.name for f in load_store(settings, store).value_fields]
-    with duckdb.connect(str(current_snapshot(settings)), read_only=True) as con:
-        rows = con.execute(f'SELECT key, window_start, window_end, {", ".join(names)} FROM "{store}"').fetchall()
-    return {(r[0], r[1], r[2]): dict(zip(names, r[3:])) for r in rows}
-
-
-def assert_state_equal(actual: dict, expected: dict) -> None:
-    assert set(actual) == set(expected), (
-        f"missing {sorted(set(expected) - set(actual))[:5]}, extra {sorted(set(actual) - set(expected))[:5]}")
-    for entry, values in expected.items():
-        for name, want in values.items():
-            got = actual[entry][name]
-            if isinstance(want, float):
-                assert math.isclose(got, want, rel_tol=1e-9), (entry, name, got, want)
-            else:
-                assert got == want, (entry, name, got, want)
 
 
 def audit_and_late(spark, settings, store: str) -> tuple[dict, dict[tuple[int, int], tuple[bytes, bytes]]]:

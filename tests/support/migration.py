@@ -1,5 +1,5 @@
-"""Shared steps of the migration tests: player_stats (with its declared migration to v2) reading a
-test's own topic, and the published snapshot's rows."""
+"""Shared steps of the migration tests: a store with its declared migration to v2 (player_stats by
+default) reading a test's own topic, and the published snapshot's rows."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 STORE = "player_stats"
 
 
-def migration_settings(settings: Settings, schemas: Path, topic: str) -> Settings:
+def migration_settings(settings: Settings, schemas: Path, topic: str, store: str = STORE) -> Settings:
+    """settings whose schemas are the repository's, with `store` reading `topic`."""
     shutil.copytree(REPO_SCHEMAS, schemas)
-    raw = yaml.safe_load((REPO_SCHEMAS / "stores" / f"{STORE}.yaml").read_text())
+    raw = yaml.safe_load((REPO_SCHEMAS / "stores" / f"{store}.yaml").read_text())
     raw["source"]["topic"] = topic
-    (schemas / "stores" / f"{STORE}.yaml").write_text(yaml.safe_dump(raw))
+    (schemas / "stores" / f"{store}.yaml").write_text(yaml.safe_dump(raw))
     return dataclasses.replace(settings, schemas_dir=schemas)
 
 

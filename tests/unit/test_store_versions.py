@@ -128,12 +128,24 @@ def test_narrowing_is_refused(tmp_path):
         load(first, 3)
 
 
-def test_migrations_are_refused_on_window_stores(tmp_path):
+def test_window_and_session_stores_declare_value_migrations():
+    trades = parse_store(SCHEMAS, "trade_stats", SCHEMAS / "stores" / "trade_stats.yaml", 2)
+    assert trades.storage == "trade_stats.v2" and trades.window is not None
+    assert trades.value_columns == ("trades", "min_price", "max_price", "avg_price", "volume", "last_price",
+                                    "price_range")
+    assert [d.target for d in trades.derived] == ["price_range"]
+    sessions = parse_store(SCHEMAS, "user_sessions", SCHEMAS / "stores" / "user_sessions.yaml", 2)
+    assert "clicks" in sessions.aggregated_columns and [d.target for d in sessions.derived] == ["duration_ms"]
+
+
+@pytest.mark.parametrize("change", [{"window": {"size": "10s", "advance": "1s"}}, {"session": {"gap": "1h"}},
+                                    {"key_field": "venue"}])
+def test_a_window_or_session_shape_change_is_refused(tmp_path, change):
     raw = yaml.safe_load((SCHEMAS / "stores" / "trade_stats.yaml").read_text())
-    raw["migrations"] = [{"version": 2, "value_schema": "trade_stats.v1"}]
+    raw["migrations"] = [{"version": 2, "value_schema": "trade_stats.v1", **change}]
     path = tmp_path / "trade_stats.yaml"
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(StoreDefinitionError, match="migrations are available to key_value stores"):
+    with pytest.raises(StoreDefinitionError, match=f"cannot change '{next(iter(change))}'.*declare a new store"):
         parse_store(SCHEMAS, "trade_stats", path)
 
 

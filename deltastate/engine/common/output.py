@@ -30,7 +30,7 @@ def by_partition(values: dict) -> str:
     return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
 
 
-def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
+def audit_row(spark: SparkSession, lineage_id: str, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
               offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], totals_before: str,
               late: int = 0) -> DataFrame:
     """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
@@ -38,7 +38,7 @@ def audit_row(spark: SparkSession, lineage: Lineage, batch_id: int, counts: dict
     totals_before: JSON of what the writer carried into the batch (layout.INTAKE_COLUMNS)."""
     records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
     return spark.createDataFrame(
-        [(lineage.lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
+        [(lineage_id, batch_id, records_in, applied, dead, tombstones, by_partition(offsets), late,
           by_partition(stream_times), by_partition(counts), totals_before)],
         "lineage_id string, batch_id bigint, records_in bigint, applied bigint, dead_lettered bigint, "
         "tombstones bigint, offsets string, late bigint, stream_times string, partition_counts string, "

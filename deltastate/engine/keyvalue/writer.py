@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
@@ -32,15 +32,7 @@ from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.errors import AuditMismatchError
 from deltastate.stores.definition import StoreDefinition
-from deltastate.stores.expression import parse, to_column
-
-
-def value_column(store: StoreDefinition, field: str, slot: dict[str, Column]) -> Column:
-    """A value field's column: its fold slot, or its derivation over the slots (stores/expression.py)."""
-    for derived in store.derived:
-        if derived.target == field:
-            return to_column(parse(derived.expression), slot)
-    return slot[field]
+from deltastate.stores.expression import value_column
 
 
 def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
@@ -108,7 +100,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         if audit.counts and not ledger.audited:
             _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
                                 paths[layout.DEADLETTER])
-            row = audit_row(batch.sparkSession, lineage, batch_id, audit.counts, audit.offsets, audit.stream_times,
+            row = audit_row(batch.sparkSession, lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times,
                             ledger_json(ledger))
             append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
         ledger = advance(ledger, audit, batch_id)

@@ -40,6 +40,7 @@ from deltastate.engine.windowed.stream_time import (
 from deltastate.engine.windowed.windows import window_changes, window_contributions
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.expression import value_column
 
 LATE = "late"
 
@@ -70,7 +71,9 @@ class _Clock:
 
 def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefinition, lineage: Lineage,
                     batch_id: int) -> DataFrame:
-    values = [F.col(f.name).cast(f.spark_type) for f in store.value_fields]
+    # Aggregations come out of the merge; derived fields are computed over them on every put.
+    aggregated = {a.target: F.col(a.target) for a in store.aggregations}
+    values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
     put_rows = puts.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
                            F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
                            F.lit(layout.OP_PUT).alias(layout.OP), "source_partition", "source_offset", "event_ms")
@@ -233,7 +236,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                             lineage.app_id(layout.DEADLETTER), batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
-            audit = audit_row(spark, lineage, batch_id, counts,
+            audit = audit_row(spark, lineage.lineage_id, batch_id, counts,
                               {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                               batch_max, stream_times_json(clock.times), late=totals["late"])
             append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)

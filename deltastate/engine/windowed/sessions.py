@@ -173,7 +173,8 @@ def output_schema(store: StoreDefinition) -> pa.Schema:
     arrow = {"long": pa.int64(), "double": pa.float64(), "string": pa.string()}
     return pa.schema([("kind", pa.string()), ("key", pa.string()), ("window_start", pa.int64()),
                       ("window_end", pa.int64()),
-                      *[(f.name, arrow[f.type]) for f in store.value_fields],
+                      # Aggregated fields only: derived ones are computed from these as the changelog is written.
+                      *[(a.target, arrow[store.value_field(a.target).type]) for a in store.aggregations],
                       ("events", pa.int64()), ("source_partition", pa.int32()), ("source_offset", pa.int64()),
                       ("event_ms", pa.int64())])
 
@@ -189,7 +190,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
     assert store.session is not None
     aggs, spec = store.aggregations, store.session
     schema = output_schema(store)
-    names = [f.name for f in store.value_fields]
+    names = [a.target for a in store.aggregations]
     out: dict[str, list] = {n: [] for n in schema.names}
 
     def emit(kind: str, key: str, start: int, end: int, values: dict[str, Any] | None, events: int | None,
