@@ -52,12 +52,15 @@ class MigrateFigures:
     cores: int
     v1_seconds: float
     builds: dict[str, float]  # build kind -> seconds of `migrate start`
+    phases: dict[str, dict[str, float]]  # build kind -> seconds of start's plan, seed and run
     reads: list[ReadFigures]
 
     def lines(self) -> list[str]:
         out = [f"bench migrate {BASE}: {self.keys:,} keys, {self.cores} cores",
                f"  v1 run of each copy (untimed setup): {self.v1_seconds:8.1f} s"]
-        out += [f"  migrate start, build by {kind:<7}      {seconds:8.1f} s" for kind, seconds in self.builds.items()]
+        out += [f"  migrate start, build by {kind:<7}      {seconds:8.1f} s  ("
+                + ", ".join(f"{phase} {s:.1f} s" for phase, s in self.phases.get(kind, {}).items()) + ")"
+                for kind, seconds in self.builds.items()]
         return out + [r.line() for r in self.reads]
 
 
@@ -107,8 +110,12 @@ def _read_load(base: str, store: str, keys: int, readers: int, stop: threading.E
                        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000)
 
 
-def _while(base: str, keys: int, readers: int, label: str, work: Callable[[], None] | float) -> ReadFigures:
-    """Read load during `work` (a callable), or for that many seconds."""
+def _while(base: str, keys: int, readers: int, label: str, work: Callable[[], None] | float) -> ReadFigures | None:
+    """Read load during `work` (a callable), or for that many seconds; no readers: the work alone."""
+    if not readers:
+        if callable(work):
+            work()
+        return None
     stop = threading.Event()
     result: list[ReadFigures] = []
     loader = threading.Thread(target=lambda: result.append(_read_load(base, COPIES[0], keys, readers, stop, label)))
@@ -155,26 +162,25 @@ def run_migrate_bench(settings: Settings, keys: int, readers: int = 4, port: int
     server = start_serve(bench, port, workers=1)
     base = f"http://127.0.0.1:{port}"
     builds: dict[str, float] = {}
-    reads = []
+    phases: dict[str, dict[str, float]] = {}
+    reads: list[ReadFigures] = []
     try:
         reads.append(_while(base, keys, readers, "no migration", baseline_s))
-        echo(reads[-1].line())
 
         def build(kind: str, copy: str) -> Callable[[], None]:
             def work() -> None:
                 t0 = time.monotonic()
                 report = steps.start(spark, bench, copy, 2)
                 builds[kind] = time.monotonic() - t0
+                phases[kind] = report.details["phases"]
                 assert report.details["build"] == kind, report.details
             return work
 
         reads.append(_while(base, keys, readers, "during a replay build", build("replay", COPIES[0])))
-        echo(reads[-1].line())
         admin = AdminClient({"bootstrap.servers": bench.kafka_bootstrap})
         for future in admin.delete_records([TopicPartition(topic, p, 1) for p in range(4)]).values():
             future.result(timeout=60)
         reads.append(_while(base, keys, readers, "during a seed build", build("seed", COPIES[1])))
-        echo(reads[-1].line())
     finally:
         stop(server)
-    return MigrateFigures(keys, os.cpu_count() or 1, v1_seconds, builds, reads)
+    return MigrateFigures(keys, os.cpu_count() or 1, v1_seconds, builds, phases, [r for r in reads if r])

@@ -49,7 +49,8 @@ def restore(keys: int, updates: int) -> None:
 
 @bench.command("migrate")
 @click.option("--keys", default=1_000_000, show_default=True, type=click.IntRange(min=100), help="Keys in the store.")
-@click.option("--readers", default=4, show_default=True, type=click.IntRange(min=1), help="Reader threads.")
+@click.option("--readers", default=4, show_default=True, type=click.IntRange(min=0),
+              help="Reader threads; 0 times the builds without read load.")
 def migrate(keys: int, readers: int) -> None:
     """Time to build a store's next version by replay and by seeding, and read latency during each."""
     from deltastate.bench.migrate import run_migrate_bench

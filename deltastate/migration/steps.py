@@ -98,6 +98,7 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
     migration = {**migration, "from": live.value_version, "to": to_version, "phase": BUILDING,
                  "started_at": migration.get("started_at") or _now(), "plan": plan}
     write_control(settings, name, {**control, "current": live.value_version, "migration": migration})
+    planned = time.monotonic()
     ensure_tables(spark, settings, target)
     checkpoint = settings.checkpoint_path(target.storage)
     if plan["build"] == "seed" and load_plan(checkpoint) is None:
@@ -119,8 +120,10 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
         save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path))
         migration.update(seeded_rows=rows, seed_offsets={str(p): o for p, o in offsets.items()})
         write_control(settings, name, {**read_control(settings, name), "migration": migration})
+    seeded = time.monotonic()
     result = run_store(settings, name, once=True, version=to_version, listener=progress)
     seconds = time.monotonic() - began
+    phases = {"plan": planned - began, "seed": seeded - planned, "run": seconds - (seeded - began)}
     records = result.records_in + int(migration.get("seeded_rows") or 0)
     control = read_control(settings, name)
     if records and seconds > 0:  # the rate the next plan's estimate uses
@@ -128,7 +131,8 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
         write_control(settings, name, {**control, "rates": rates})
     return StepReport(name, "start", live.value_version, to_version, BUILDING,
                       {"build": plan["build"], "seeded_rows": migration.get("seeded_rows"),
-                       "records_in": result.records_in, "batches": len(result.progress), "seconds": round(seconds, 2)})
+                       "records_in": result.records_in, "batches": len(result.progress), "seconds": round(seconds, 2),
+                       "phases": {k: round(v, 2) for k, v in phases.items()}})
 
 
 def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,

@@ -17,4 +17,7 @@ def test_bench_migrate_builds_by_replay_and_by_seed(broker, spark, make_settings
     assert set(figures.builds) == {"replay", "seed"} and all(s > 0 for s in figures.builds.values())
     assert [r.label for r in figures.reads] == ["no migration", "during a replay build", "during a seed build"]
     assert all(r.requests > 0 and r.errors == 0 for r in figures.reads), figures.lines()
+    for kind, seconds in figures.builds.items():  # start's phases account for its time
+        assert set(figures.phases[kind]) == {"plan", "seed", "run"}
+        assert sum(figures.phases[kind].values()) == pytest.approx(seconds, abs=0.5)
     print("\n".join(figures.lines()))

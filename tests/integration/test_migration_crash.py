@@ -85,6 +85,7 @@ def test_kill9_during_start_and_cutover_then_rerun(broker, spark, make_settings,
     completed(settings, log, "migrate", "cutover", STORE)
 
     assert killed[0], "the start must be killed mid-way (seeding and the first run take longer than any delay)"
+    assert f"[migrate {STORE} v2] batch" in log.read_text(errors="replace")  # the catch-up's per-batch progress
     control = read_control(settings, STORE)
     assert control["current"] == 2 and control["migration"]["phase"] == "cut-over"
     seeded_at = {int(p): o for p, o in control["migration"]["seed_offsets"].items()}
