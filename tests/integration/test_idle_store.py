@@ -1,4 +1,4 @@
-"""An idle continuous store through the real broker, Spark and Delta: over 60 seconds with nothing
+"""An idle continuous store through the real broker, Spark and Delta: over 30 seconds with nothing
 to read it runs no micro-batch and makes no Delta commit (each commit would cost a second of a
 core), its CPU is measured and printed, and it still applies the next record produced."""
 
@@ -17,7 +17,7 @@ from deltastate.engine import run_store
 from deltastate.query.deltalog import DeltaLog
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-IDLE_SECONDS = 60
+IDLE_SECONDS = 30
 
 
 def cpu_seconds(pid: int) -> float:
