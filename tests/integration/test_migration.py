@@ -1,7 +1,9 @@
 """Store migrations through the real broker, Spark, Delta, DuckDB and the REST app: player_stats v1 ->
 v2 (a rename, a widened type, a derived field and a new aggregation), built beside the live version
 while it keeps running, cut over, rolled back, cut over again and retired, every state compared with
-the independent references in tests/support/reference.py computed from the same records."""
+the independent references in tests/support/reference.py computed from the same records; a cutover
+whose checks fail and a migration the definition cannot express are refused with the reason and
+change nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from pyspark.sql import functions as F
@@ -148,5 +151,39 @@ def test_a_cutover_whose_checks_fail_switches_nothing(broker, spark, mig_setting
     assert control["current"] == 1 and control["migration"]["phase"] == "building"
     produce(settings, topic, generated(50, 20, seed=52), ref)
     run_store(settings, STORE, once=True)  # v1 runs on
+    publish_snapshot(spark, settings, [load_store(settings, STORE)])
+    assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)
+
+
+
+REFUSALS = [({"key_field": "game_id"}, "2", "a migration cannot change 'key_field'"),
+            ({"type": "window"}, "2", "a migration cannot change 'type'"),
+            ({"derive": {"avg_score": "total_score / matches"}}, "2", "derive.avg_score reads ['matches']"),
+            ({}, "3", "no value schema version 3")]
+
+
+def test_a_refused_migration_says_why_and_changes_nothing(broker, spark, mig_settings, topic):
+    settings = mig_settings
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(150, 15, seed=61), ref)
+    run_store(settings, STORE, once=True)
+    definition = Path(settings.schemas_dir) / "stores" / f"{STORE}.yaml"
+    declared = definition.read_text()
+    control = read_control(settings, STORE)
+    for change, to, quoted in REFUSALS:
+        raw = yaml.safe_load(declared)
+        raw["migrations"][0].update(change)
+        definition.write_text(yaml.safe_dump(raw))
+        for step in ("plan", "start"):
+            result = CliRunner().invoke(cli, ["migrate", step, STORE, "--to", to], obj=settings)
+            assert result.exit_code == 2 and quoted in result.output and repr(STORE) in result.output, result.output
+            assert "Traceback" not in result.output
+        assert read_control(settings, STORE) == control, change
+        assert not any(Path(p).exists() for p in (settings.table_path(f"{STORE}.v2", "changelog"),
+                                                  settings.checkpoint_path(f"{STORE}.v2"))), change
+
+    definition.write_text(declared)  # v1 goes on as if nothing was asked
+    produce(settings, topic, generated(60, 15, seed=62), ref)
+    run_store(settings, STORE, once=True)
     publish_snapshot(spark, settings, [load_store(settings, STORE)])
     assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)
