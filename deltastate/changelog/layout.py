@@ -112,11 +112,16 @@ def store_key_columns(store: StoreDefinition) -> tuple[str, ...]:
     return (KEY, WINDOW_START, WINDOW_END) if is_windowed(store) else (KEY,)
 
 
+def entry_count_columns(store: StoreDefinition) -> tuple[str, ...]:
+    """The event count a window or session entry carries beside its values (merges read it back)."""
+    return (EVENTS,) if is_windowed(store) else ()
+
+
 def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     """(name, spark SQL type) of the store's changelog, store key first."""
     windowed = is_windowed(store)
     window = list(WINDOW_COLUMNS) if windowed else []
-    events = [(EVENTS, "bigint")] if windowed else []
+    events = [(c, "bigint") for c in entry_count_columns(store)]
     reason = [(DELETE_REASON, "string")] if store.max_entries is not None else []
     return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields] + events
             + list(BOOKKEEPING_COLUMNS) + reason)

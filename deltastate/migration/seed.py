@@ -33,8 +33,8 @@ from deltastate.stores.expression import value_column
 
 def _entry_columns(store: StoreDefinition) -> list[str]:
     """A state entry's columns: state_columns, and the event count of a window or session entry."""
-    extra = [layout.EVENTS] if layout.is_windowed(store) else []
-    return [*layout.store_key_columns(store), *store.value_columns, *extra, *STATE_BOOKKEEPING]
+    return [*layout.store_key_columns(store), *store.value_columns, *layout.entry_count_columns(store),
+            *STATE_BOOKKEEPING]
 
 
 def committed_state(spark: SparkSession, settings: Settings, live: StoreDefinition) -> tuple[DataFrame, AuditPosition]:
@@ -68,8 +68,7 @@ def transformed(state: DataFrame, live: StoreDefinition, target: StoreDefinition
         else:
             aggregated[agg.target] = F.col(old_name.get(agg.target, agg.target)).cast(wanted)
     values = [value_column(target, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in target.value_fields]
-    events = [F.col(layout.EVENTS)] if layout.is_windowed(target) else []
-    return state.select(*layout.store_key_columns(target), *values, *events,
+    return state.select(*layout.store_key_columns(target), *values, *layout.entry_count_columns(target),
                         F.col("source_partition"), F.col("source_offset"),
                         F.lit(0).cast("int").alias("epoch"), F.lit(0).cast("bigint").alias("batch_id"),
                         F.col("event_time"), F.current_timestamp().alias("write_time"))
@@ -80,7 +79,8 @@ def seed_changelog(seed: DataFrame, target: StoreDefinition, settings: Settings)
     start repeated after a crash does not write it twice)."""
     rows = seed.select(
         *layout.store_key_columns(target), *target.value_columns,
-        *([layout.EVENTS] if layout.is_windowed(target) else []), F.lit(layout.OP_PUT).alias(layout.OP), F.lit(target.value_version).cast("int").alias("value_version"),
+        *layout.entry_count_columns(target), F.lit(layout.OP_PUT).alias(layout.OP),
+        F.lit(target.value_version).cast("int").alias("value_version"),
         F.col("source_partition").cast("int"), F.col("source_offset").cast("bigint"),
         F.col("epoch"), F.col("batch_id"), F.lit(layout.MIGRATION_SEED_LINEAGE).alias("lineage_id"),
         F.col("event_time"), F.col("write_time"),
