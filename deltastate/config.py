@@ -4,6 +4,8 @@ DELTASTATE_HOME   where local state lives (broker data, jars, Delta tables, chec
                   default ./.deltastate. Any Hadoop-compatible URI works for DELTASTATE_STORAGE.
 KAFKA_BOOTSTRAP   bootstrap servers; default: the local broker started by `deltastate infra up`.
 SPARK_MASTER      Spark master URL; default local[*].
+DELTASTATE_METRICS_PORT  port a continuous run serves /metrics on; 0 (default): a free port, printed.
+DELTASTATE_PUSHGATEWAY   host:port (or URL) of a Prometheus Pushgateway short-lived jobs push to.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Settings:
     snapshot_keep: int
     max_value_bytes: int
     extra_spark_conf: dict[str, str] = field(default_factory=dict)
+    metrics_port: int = 0
+    pushgateway: str | None = None
 
     @property
     def jars_dir(self) -> Path:
@@ -58,7 +62,8 @@ class Settings:
                 "DELTASTATE_CONTROLLER_PORT": str(self.controller_port),
                 "DELTASTATE_SHUFFLE_PARTITIONS": str(self.shuffle_partitions),
                 "DELTASTATE_SNAPSHOT_KEEP": str(self.snapshot_keep),
-                "DELTASTATE_MAX_VALUE_BYTES": str(self.max_value_bytes)}
+                "DELTASTATE_MAX_VALUE_BYTES": str(self.max_value_bytes),
+                **({"DELTASTATE_PUSHGATEWAY": self.pushgateway} if self.pushgateway else {})}
 
     @property
     def uses_local_broker(self) -> bool:
@@ -81,4 +86,19 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         shuffle_partitions=int(env.get("DELTASTATE_SHUFFLE_PARTITIONS", "4")),
         snapshot_keep=int(env.get("DELTASTATE_SNAPSHOT_KEEP", "3")),
         max_value_bytes=int(env.get("DELTASTATE_MAX_VALUE_BYTES", "65536")),
+        metrics_port=_port(env.get("DELTASTATE_METRICS_PORT", "0")),
+        pushgateway=env.get("DELTASTATE_PUSHGATEWAY", "").strip() or None,
     )
+
+
+def _port(text: str) -> int:
+    """DELTASTATE_METRICS_PORT: 0 (a free port) or 1..65535; anything else is refused by name."""
+    from deltastate.errors import ConfigError
+
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"DELTASTATE_METRICS_PORT must be a port number 0..65535, got {text!r}")
+    return port
