@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from deltastate import metrics
 from deltastate.changelog.layout import is_windowed
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
@@ -58,7 +59,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
                 resume.kafka_starting_offsets(topic, topic_partitions(settings.kafka_bootstrap, topic)))
     source = source_stream(spark, settings, topic, max_offsets_per_trigger, starting)
     result = RunResult(store=store_name, lineage=lineage)
-    on_batch = counting_listener(result, listener)
+    on_batch = metrics.watch_run(spark, settings, store, lineage, topic, once, counting_listener(result, listener))
     start = start_windowed if is_windowed(store) else start_keyvalue
     writer = start(spark, settings, store, lineage, source, topic, on_batch, resume)
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
