@@ -1,0 +1,45 @@
+"""How the job metrics leave the process: a long-running process serves them over HTTP
+(/metrics on DELTASTATE_METRICS_PORT, 0 for a free port), a short-lived one pushes them to the
+Pushgateway at DELTASTATE_PUSHGATEWAY, grouped by job and store, so the last push of each
+(job, store) stays visible after the process is gone."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from prometheus_client import push_to_gateway, start_http_server
+
+from deltastate.config import Settings
+from deltastate.errors import ConfigError
+from deltastate.metrics.names import JOBS
+
+log = logging.getLogger(__name__)
+_served: dict[str, int] = {}
+_lock = threading.Lock()
+
+
+def serve(settings: Settings, host: str = "0.0.0.0") -> int:
+    """Starts the /metrics endpoint once per process; returns the port it listens on."""
+    with _lock:
+        if "port" not in _served:
+            try:
+                server, _thread = start_http_server(settings.metrics_port, addr=host, registry=JOBS)
+            except OSError as exc:
+                raise ConfigError(f"DELTASTATE_METRICS_PORT {settings.metrics_port}: cannot listen ({exc})") from exc
+            _served["port"] = int(server.server_port)
+        return _served["port"]
+
+
+def push(settings: Settings, job: str, store: str) -> bool:
+    """Pushes every job metric under grouping (job, store); False when no gateway is set or the push
+    failed (logged: a job's work never fails for its metrics)."""
+    if not settings.pushgateway:
+        return False
+    try:
+        push_to_gateway(settings.pushgateway, job=f"deltastate_{job}", grouping_key={"store": store},
+                        registry=JOBS, timeout=10)
+        return True
+    except OSError as exc:
+        log.warning("metrics push to %s failed: %s", settings.pushgateway, exc)
+        return False
