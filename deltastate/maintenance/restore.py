@@ -37,6 +37,7 @@ from deltastate.config import Settings
 from deltastate.engine.common.lineage import load_or_create
 from deltastate.engine.common.resume import ResumePlan, save_plan
 from deltastate.engine.common.writer_lock import claim_checkpoint
+from deltastate import metrics
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.inspect import record_restore_rate
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
@@ -171,7 +172,7 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     must not be running. Safe to repeat: a failed restore leaves no checkpoint, which `run` refuses,
     so the operator restores again."""
     started = time.monotonic()
-    listener = listener or SilentListener()
+    listener = metrics.restore_listener(settings, listener or SilentListener())
     store = load_store(settings, store_name)
     claim_checkpoint(settings, store.storage)  # fails while a run of the store still writes
     spark = spark or get_spark(settings, f"deltastate-restore-{store_name}")
