@@ -122,10 +122,11 @@ class MeteredRestore:
         self._publish()
         self.inner.on_start(store, from_changelog_version, mode)
 
-    def on_batch(self, records_restored: int) -> None:
+    def on_batch(self, records_restored: int, *partition: int | None) -> None:
+        """partition: the slice's source partition, passed on as the restore gave it."""
         self.restored += records_restored
         self._publish()
-        self.inner.on_batch(records_restored)
+        self.inner.on_batch(records_restored, *partition)
 
     def on_end(self, total_records: int, seconds: float) -> None:
         self.restored, self.total = total_records, total_records
