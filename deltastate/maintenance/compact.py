@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
+from deltastate import metrics
 from deltastate.config import Settings
 from deltastate.maintenance.stats import (
     MaintenanceError,
@@ -80,7 +81,8 @@ def compact_store(settings: Settings, store_name: str, *, spark: SparkSession | 
                   now_ms: int | None = None, vacuum: bool = True) -> CompactionReport:
     """Compacts the store's changelog (see the module docstring); safe while its stream runs."""
     store = load_store(settings, store_name)
-    return compact_changelog(get_session(settings, spark), settings, store, now=now_ms, vacuum=vacuum)
+    return metrics.record_compaction(settings, compact_changelog(get_session(settings, spark), settings, store,
+                                                                  now=now_ms, vacuum=vacuum))
 
 
 def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
