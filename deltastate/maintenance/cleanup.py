@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltastate.changelog import layout
+from deltastate import metrics
 from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
 from deltastate.maintenance.stats import get_session
@@ -50,7 +51,8 @@ def cleanup_store(settings: Settings, store_name: str, *, spark: SparkSession | 
                   now_ms: int | None = None, topic: str | None = None) -> CleanupReport:
     """Expires the store's old entries by tombstones; `topic` overrides the source topic (ttl only)."""
     store = load_store(settings, store_name)
-    return cleanup_definition(get_session(settings, spark), settings, store, now=now_ms, topic=topic)
+    return metrics.record_cleanup(settings, cleanup_definition(get_session(settings, spark), settings, store,
+                                                               now=now_ms, topic=topic))
 
 
 def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
