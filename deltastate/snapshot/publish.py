@@ -34,6 +34,7 @@ from deltastate.changelog.layout import (
     store_key_columns,
 )
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
+from deltastate import metrics
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import (
@@ -230,7 +231,7 @@ def publish_snapshot(spark: SparkSession, settings: Settings,
             built += _carry_forward(con, carry_from, set(names), set(list_stores(settings)))
         return built
 
-    return publish_built(settings, build, check=check)
+    return metrics.record_snapshot(settings, publish_built(settings, build, check=check))
 
 
 def publish_built(settings: Settings, build: StoreBuilder, *, check: CandidateCheck | None = None,
