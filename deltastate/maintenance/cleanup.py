@@ -12,8 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog import layout
 from deltastate import metrics
+from deltastate.changelog import layout
 from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
 from deltastate.maintenance.stats import get_session
