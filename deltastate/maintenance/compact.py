@@ -27,8 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
 from deltastate import metrics
+from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
 from deltastate.config import Settings
 from deltastate.maintenance.stats import (
     MaintenanceError,
