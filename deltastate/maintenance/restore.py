@@ -29,6 +29,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from deltastate import metrics
 from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE, is_windowed
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
@@ -37,7 +38,6 @@ from deltastate.config import Settings
 from deltastate.engine.common.lineage import load_or_create
 from deltastate.engine.common.resume import ResumePlan, save_plan
 from deltastate.engine.common.writer_lock import claim_checkpoint
-from deltastate import metrics
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.inspect import record_restore_rate
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
