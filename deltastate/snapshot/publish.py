@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from deltastate import metrics
 from deltastate.changelog.layout import (
     CHANGELOG,
     INTAKE,
@@ -34,7 +35,6 @@ from deltastate.changelog.layout import (
     store_key_columns,
 )
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
-from deltastate import metrics
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import (
