@@ -9,7 +9,7 @@ import time
 
 import click
 
-from deltastate.cli.query_cmd import format_table
+from deltastate.cli.output import format_table
 from deltastate.config import load_settings
 
 

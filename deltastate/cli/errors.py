@@ -62,6 +62,14 @@ def run_guarded(command: click.Command) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.format_message(), err=True)  # a group called bare: its help
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        # One line naming the bad argument, instead of click's usage block.
+        where = f"; see '{exc.ctx.command_path} --help'" if exc.ctx is not None else ""
+        click.echo(f"error: {exc.format_message().rstrip('.')}{where}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -1,40 +1,72 @@
-"""`deltastate`: one command line for the platform; each command group lives in its own module."""
+"""`deltastate`: one command line for the platform; each command group lives in its own module.
+
+The group knows its commands by name and imports a command's module only when that command runs
+(or when help lists it): a snapshot read must not pay for pandas, pyspark and the engine, which
+other commands need. Command modules keep their own heavy imports inside the functions that use
+them, so listing every command for `--help` stays cheap too."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from deltastate.cli.errors import run_guarded
 
+# name -> "module:attribute" of the click command; the order is the order `--help` lists them in.
+COMMANDS: dict[str, str] = {
+    "infra": "deltastate.cli.infra_cmd:infra",
+    "produce": "deltastate.cli.produce_cmd:produce",
+    "run": "deltastate.cli.run_cmd:run",
+    "snapshot": "deltastate.cli.query_cmd:snapshot",
+    "get": "deltastate.cli.query_cmd:get_cmd",
+    "rank": "deltastate.cli.query_cmd:rank_cmd",
+    "top": "deltastate.cli.query_cmd:top_cmd",
+    "range": "deltastate.cli.query_cmd:range_cmd",
+    "all": "deltastate.cli.query_cmd:all_cmd",
+    "windows": "deltastate.cli.query_cmd:windows_cmd",
+    "sessions": "deltastate.cli.query_cmd:sessions_cmd",
+    "sql": "deltastate.cli.query_cmd:sql_cmd",
+    "serve": "deltastate.cli.serve_cmd:serve",
+    "compact": "deltastate.cli.maintenance_cmd:compact",
+    "cleanup": "deltastate.cli.maintenance_cmd:cleanup",
+    "restore": "deltastate.cli.restore_cmd:restore",
+    "inspect": "deltastate.cli.inspect_cmd:inspect",
+    "migrate": "deltastate.cli.migrate_cmd:migrate",
+    "job": "deltastate.cli.job_cmd:job",
+    "bench": "deltastate.cli.bench_cmd:bench",
+    "soak": "deltastate.cli.soak_cmd:soak",
+    "demo": "deltastate.cli.demo_cmd:demo",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use from COMMANDS."""
+
+    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*self.lazy, *(name for name in super().list_commands(ctx) if name not in self.lazy)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = self.lazy.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if command.name != cmd_name:  # the table and the module disagree: a bug, not a user error
+            raise RuntimeError(f"{target} is the command {command.name!r}, not {cmd_name!r}")
+        self.commands[cmd_name] = command
+        return command
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """Kafka-Streams-style state stores on Spark, Delta and DuckDB."""
-
-
-def _register() -> None:
-    from deltastate.cli import bench_cmd, demo_cmd, inspect_cmd, job_cmd, produce_cmd, query_cmd, restore_cmd, run_cmd, soak_cmd
-    from deltastate.cli.infra_cmd import infra
-    from deltastate.cli.serve_cmd import serve as serve_command
-
-    cli.add_command(infra)
-    cli.add_command(produce_cmd.produce)
-    cli.add_command(run_cmd.run)
-    cli.add_command(demo_cmd.demo)
-    cli.add_command(bench_cmd.bench)
-    cli.add_command(restore_cmd.restore)
-    cli.add_command(soak_cmd.soak)
-    cli.add_command(job_cmd.job)
-    cli.add_command(inspect_cmd.inspect)
-    from deltastate.cli.migrate_cmd import migrate
-    cli.add_command(migrate)
-    query_cmd.register(cli)
-    from deltastate.cli.maintenance_cmd import register as register_maintenance
-    register_maintenance(cli)
-    cli.add_command(serve_command)
-
-
-_register()
 
 
 def main() -> None:

@@ -16,8 +16,6 @@ import click
 
 from deltastate.cli.errors import reported as _reported
 from deltastate.cli.errors import settings_of as _settings
-from deltastate.ingest.producer import ensure_topic, produce_records
-from deltastate.stores import load_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -42,6 +40,9 @@ def workload_options(func: F) -> F:
 def _run_workload(ctx: click.Context, store: str, topic: str | None, partitions: int | None, total: int,
                   records: Callable[[], Iterable[tuple[bytes | None, bytes | None]]]) -> None:
     """Create the topic if missing, produce the records with progress every ~10%, print a summary."""
+    from deltastate.ingest.producer import ensure_topic, produce_records  # the Kafka client: on use
+    from deltastate.stores import load_store
+
     settings = _settings(ctx)
     source = load_store(settings, store).source
     topic = topic or source.topic

@@ -2,158 +2,151 @@
 snapshot) and `deltastate snapshot publish|list`. Times (--from, --to, --earliest-end,
 --latest-start) are epoch millis or ISO-8601, UTC when no zone is given.
 
-Output: an aligned table, or with --json one JSON object per line. Exit status: 0 on success, 1 when
-the key is not found (`not found: ...` on stderr), 2 for any other deltastate error (`error: ...`).
+Every store read takes --consistency and --schema-version and reads through the query layer's
+reader (query/consistency.py), as the REST service does. Output (cli/output.py): an aligned table of
+the store key and values (--meta adds each row's bookkeeping), name/value lines for a single get, or
+with --json every column as one JSON object per line. Exit status: 0 on success, 1 when the key is
+not found (`not found: ...` on stderr), 2 for any other deltastate error (`error: ...`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from datetime import date, datetime
-from decimal import Decimal
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from deltastate.cli.errors import reported as _reported
 from deltastate.cli.errors import settings_of as _settings
+from deltastate.cli.output import emit, show_read
+
+if TYPE_CHECKING:
+    from deltastate.query.consistency import Pinned
+    from deltastate.query.reads import QueryResult
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-# -- output --------------------------------------------------------------------------------------
-def _json_default(value: Any) -> Any:
-    """Snapshot times are naive UTC: written with a Z."""
-    if isinstance(value, datetime):
-        return value.isoformat() + ("Z" if value.tzinfo is None else "")
-    if isinstance(value, date):
-        return value.isoformat()
-    return float(value) if isinstance(value, Decimal) else value.hex() if isinstance(value, bytes) else str(value)
+json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line, every column.")
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
+# -- how every read runs ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Answer:
+    """What a read printed: its rows (QueryResult or latest rows) and notes for the footer."""
+
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    notes: tuple[str, ...] = ()
 
 
-def format_table(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
-    """Aligned plain-text table; numbers right-aligned, everything else left-aligned."""
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    numeric = [bool(rows) and all(isinstance(v, int | float | Decimal) and not isinstance(v, bool)
-                                  for row in rows if (v := row.get(c)) is not None) for c in columns]
+def read_options(point_read: bool = False) -> Callable[[F], F]:
+    """The options every store read takes: --consistency, --schema-version, --meta and --json."""
+    levels = "snapshot|committed|latest" if point_read else "snapshot|committed"
+    latest = "; latest: plus the source records the stream has not committed yet" if point_read else ""
 
-    def line(values: Sequence[str]) -> str:
-        cells = zip(values, widths, numeric, strict=True)
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in cells).rstrip()
+    def add(func: F) -> F:
+        for option in reversed((
+            click.option("--consistency", type=click.Choice(levels.split("|")), default="snapshot",
+                         show_default=True, help="snapshot: the published snapshot; committed: plus the changelog "
+                                                 f"commits after it{latest}."),
+            click.option("--schema-version", type=click.IntRange(min=1), default=None,
+                         help="Answer in this value schema version's shape (default: the version the snapshot "
+                              "holds)."),
+            click.option("--meta", is_flag=True, help="Also show each row's bookkeeping: source partition and "
+                                                      "offset, batch id, event and write time (--json has them)."),
+            json_option,
+        )):
+            func = option(func)
+        return func
 
-    return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
-
-
-def emit(columns: Sequence[str], rows: Sequence[dict[str, Any]], as_json: bool, footer: str | None = None) -> None:
-    if as_json:
-        for row in rows:
-            click.echo(json.dumps(row, default=_json_default))
-        return
-    click.echo(format_table(columns, rows))
-    if footer:
-        click.echo(footer)
-
-
-def _emit_result(result: Any, as_json: bool) -> None:
-    n = len(result.rows)
-    emit(result.columns, result.rows, as_json, f"({n} row{'s' if n != 1 else ''}, snapshot {result.snapshot_version})")
+    return add
 
 
-json_option = click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+def _read(ctx: click.Context, store: str, flags: dict[str, Any], answer: Callable[[Pinned], Answer], *,
+          ranked: bool = False, single: bool = False) -> None:
+    """One read through the query layer's reader (query/consistency.py, as the REST service reads):
+    the current snapshot, at the consistency and schema version asked, then printed by show_read."""
+    from deltastate.query.consistency import ConsistentReads, served_version, shape_columns, shape_row
+    from deltastate.query.reads import Queries
+
+    settings = _settings(ctx)
+    consistency, schema_version = flags["consistency"], flags["schema_version"]
+    reads = ConsistentReads(settings)
+    try:
+        with Queries(settings) as queries, reads.reading(queries, queries.reader.snapshot, [store], consistency,
+                                                         schema_version) as pinned:
+            got = answer(pinned)
+            definition = pinned.queries.store(store)
+            served = served_version(definition, schema_version)
+            columns = shape_columns(definition, got.columns, served)
+            rows = [shape_row(definition, row, served) for row in got.rows]
+            notes = [*got.notes]
+            if consistency != "snapshot":
+                reached = "" if pinned.fresh_to is None else f" through changelog version {pinned.fresh_to}"
+                notes.insert(0, f"{consistency}{reached}")
+            if schema_version is not None:
+                notes.append(f"schema version {served}")
+            show_read(columns, rows, snapshot_version=pinned.snapshot.version, as_json=flags["as_json"],
+                      meta=flags["meta"], ranked=ranked, single=single, notes=notes)
+    finally:
+        reads.close()
 
 
-def _read(ctx: click.Context, as_json: bool, call: Callable[[Any], Any]) -> None:
-    from deltastate.query import Queries  # deferred: keeps `deltastate --help` fast
-
-    with Queries(_settings(ctx)) as queries:
-        _emit_result(call(queries), as_json)
+def _result(result: QueryResult) -> Answer:
+    return Answer(result.columns, result.rows)
 
 
 # -- query commands ------------------------------------------------------------------------------
 @click.command("get")
 @click.argument("store")
 @click.argument("key")
-@click.option("--consistency", type=click.Choice(["snapshot", "committed", "latest"]), default="snapshot",
-              show_default=True, help="snapshot: the published snapshot; committed: plus the changelog commits after "
-                                      "it; latest: plus the source records the stream has not committed yet.")
-@click.option("--schema-version", type=click.IntRange(min=1), default=None,
-              help="Answer in this value schema version's shape (default: the version the snapshot holds).")
-@json_option
+@read_options(point_read=True)
 @click.pass_context
 @_reported
-def get_cmd(ctx: click.Context, store: str, key: str, consistency: str, schema_version: int | None,
-            as_json: bool) -> None:
+def get_cmd(ctx: click.Context, store: str, key: str, **flags: Any) -> None:
     """The value of KEY in STORE."""
-    if consistency == "snapshot" and schema_version is None:
-        _read(ctx, as_json, lambda q: q.get(store, key))
-        return
-    from deltastate.errors import KeyNotFoundError
-    from deltastate.query.errors import FreshReadError
-    from deltastate.query.tail import topic_ends
-    from deltastate.service.options import ServiceOptions
-    from deltastate.service.state import ReadOptions, ServiceState
-    from deltastate.stores.versions import down_convert
 
-    settings = _settings(ctx)
-    state = ServiceState(settings, ServiceOptions())  # the REST service's read path, for one read
-    try:
-        with state.reading([store], ReadOptions(consistency=consistency, schema_version=schema_version)) as reading:
-            definition = reading.queries.store(store)
-            served = schema_version or definition.value_version
-            footer = f"snapshot {reading.snapshot.version}, schema version {served}"
-            if reading.latest is None:
-                result = reading.queries.get(store, key)
-                columns, rows = result.columns, result.rows
-            else:
-                tail = reading.latest.tails[store]
-                ends = topic_ends(settings.kafka_bootstrap, tail.topic)
-                if not tail.wait_for(ends, timeout=30):
-                    raise FreshReadError(f"topic {tail.topic!r}: could not read up to offsets {ends} within 30 s")
-                rows, position = reading.latest.get_many(reading.queries, store, [key])
-                if not rows:
-                    raise KeyNotFoundError(store, key)
-                columns = list(rows[0])
-                footer += ", latest: " + ", ".join(
-                    f"{p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
-                    for p, o in position.body().items())
-            if served != definition.value_version:
-                rows = [down_convert(definition, row, served) for row in rows]
-                columns = list(down_convert(definition, dict.fromkeys(columns), served))
-            emit(columns, rows, as_json, f"({len(rows)} row{'s' if len(rows) != 1 else ''}, {footer})")
-    finally:
-        state.close()
+    def answer(pinned: Pinned) -> Answer:
+        if pinned.latest is None:
+            return _result(pinned.queries.get(store, key))
+        from deltastate.errors import KeyNotFoundError
+
+        pinned.latest.read_to_end(_settings(ctx).kafka_bootstrap, store)
+        rows, position = pinned.latest.get_many(pinned.queries, store, [key])
+        if not rows:
+            raise KeyNotFoundError(store, key)
+        applied = ", ".join(f"partition {p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
+                            for p, o in position.body().items())
+        return Answer(list(rows[0]), rows, (applied,))
+
+    _read(ctx, store, flags, answer, single=True)
 
 
 @click.command("top")
 @click.argument("store")
 @click.option("--n", "n", default=10, show_default=True, type=click.IntRange(min=1), help="How many keys.")
 @click.option("--by", default=None, help="Numeric value column (default: the store's leaderboard column).")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
-def top_cmd(ctx: click.Context, store: str, n: int, by: str | None, as_json: bool) -> None:
+def top_cmd(ctx: click.Context, store: str, n: int, by: str | None, **flags: Any) -> None:
     """The N best keys of STORE, by a numeric column descending, ties by key."""
-    _read(ctx, as_json, lambda q: q.top(store, n=n, by=by))
+    _read(ctx, store, flags, lambda p: _result(p.queries.top(store, n=n, by=by)), ranked=True)
 
 
 @click.command("rank")
 @click.argument("store")
 @click.argument("key")
 @click.option("--by", default=None, help="Numeric value column (default: the store's leaderboard column).")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
-def rank_cmd(ctx: click.Context, store: str, key: str, by: str | None, as_json: bool) -> None:
+def rank_cmd(ctx: click.Context, store: str, key: str, by: str | None, **flags: Any) -> None:
     """The 1-based rank of KEY in STORE (the position `top` would list it at)."""
-    _read(ctx, as_json, lambda q: q.rank(store, key, by=by))
+    _read(ctx, store, flags, lambda p: _result(p.queries.rank(store, key, by=by)))
 
 
 @click.command("range")
@@ -161,23 +154,23 @@ def rank_cmd(ctx: click.Context, store: str, key: str, by: str | None, as_json: 
 @click.argument("from_key", metavar="FROM")
 @click.argument("to_key", metavar="TO")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="At most this many keys.")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
-def range_cmd(ctx: click.Context, store: str, from_key: str, to_key: str, limit: int | None, as_json: bool) -> None:
+def range_cmd(ctx: click.Context, store: str, from_key: str, to_key: str, limit: int | None, **flags: Any) -> None:
     """Keys of STORE from FROM to TO inclusive, in key order."""
-    _read(ctx, as_json, lambda q: q.range(store, from_key, to_key, limit=limit))
+    _read(ctx, store, flags, lambda p: _result(p.queries.range(store, from_key, to_key, limit=limit)))
 
 
 @click.command("all")
 @click.argument("store")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="At most this many keys.")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
-def all_cmd(ctx: click.Context, store: str, limit: int | None, as_json: bool) -> None:
+def all_cmd(ctx: click.Context, store: str, limit: int | None, **flags: Any) -> None:
     """Every key of STORE in key order."""
-    _read(ctx, as_json, lambda q: q.all(store, limit=limit))
+    _read(ctx, store, flags, lambda p: _result(p.queries.all(store, limit=limit)))
 
 
 @click.command("windows")
@@ -186,14 +179,14 @@ def all_cmd(ctx: click.Context, store: str, limit: int | None, as_json: bool) ->
 @click.option("--from", "time_from", default=None, help="Earliest window start (epoch ms or ISO-8601).")
 @click.option("--to", "time_to", default=None, help="Latest window start (epoch ms or ISO-8601).")
 @click.option("--limit", default=None, type=click.IntRange(min=1), help="At most this many windows.")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
 def windows_cmd(ctx: click.Context, store: str, key: str | None, time_from: str | None, time_to: str | None,
-                limit: int | None, as_json: bool) -> None:
+                limit: int | None, **flags: Any) -> None:
     """Windows of KEY in window STORE whose start lies in [--from, --to], by start (WindowStore.fetch);
     without KEY, every key's windows in range by (start, key) (fetchAll)."""
-    _read(ctx, as_json, lambda q: q.windows(store, key, time_from, time_to, limit))
+    _read(ctx, store, flags, lambda p: _result(p.queries.windows(store, key, time_from, time_to, limit)))
 
 
 @click.command("sessions")
@@ -201,14 +194,14 @@ def windows_cmd(ctx: click.Context, store: str, key: str | None, time_from: str 
 @click.argument("key")
 @click.option("--earliest-end", default=None, help="Sessions ending at or after (epoch ms or ISO-8601).")
 @click.option("--latest-start", default=None, help="Sessions starting at or before (epoch ms or ISO-8601).")
-@json_option
+@read_options()
 @click.pass_context
 @_reported
 def sessions_cmd(ctx: click.Context, store: str, key: str, earliest_end: str | None, latest_start: str | None,
-                 as_json: bool) -> None:
+                 **flags: Any) -> None:
     """Sessions of KEY in session STORE with end >= --earliest-end and start <= --latest-start, by
     start (SessionStore.findSessions)."""
-    _read(ctx, as_json, lambda q: q.sessions(store, key, earliest_end, latest_start))
+    _read(ctx, store, flags, lambda p: _result(p.queries.sessions(store, key, earliest_end, latest_start)))
 
 
 @click.command("sql")
@@ -218,7 +211,12 @@ def sessions_cmd(ctx: click.Context, store: str, key: str, earliest_end: str | N
 @_reported
 def sql_cmd(ctx: click.Context, query: str, as_json: bool) -> None:
     """One read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN) over the current snapshot."""
-    _read(ctx, as_json, lambda q: q.sql(query))
+    from deltastate.query.reads import Queries
+
+    with Queries(_settings(ctx)) as queries:
+        result = queries.sql(query)
+    n = len(result.rows)
+    emit(result.columns, result.rows, as_json, f"({n} row{'s' if n != 1 else ''}, snapshot {result.snapshot_version})")
 
 
 # -- snapshot group ------------------------------------------------------------------------------
@@ -283,4 +281,4 @@ def register(cli_group: click.Group) -> None:
         cli_group.add_command(command)
 
 
-__all__ = ["format_table", "register", "snapshot", "QUERY_COMMANDS"]
+__all__ = ["QUERY_COMMANDS", "register", "snapshot"]

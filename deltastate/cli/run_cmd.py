@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from deltastate.config import load_settings
-from deltastate.engine import BatchReport
+
+if TYPE_CHECKING:
+    from deltastate.engine import BatchReport
 
 
 def _print_batch(report: BatchReport) -> None:
@@ -26,7 +30,7 @@ def _print_batch(report: BatchReport) -> None:
 def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool,
         schema_version: int | None) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
-    from deltastate.engine import run_store
+    from deltastate.engine import run_store  # pyspark: imported by the command that runs it
     from deltastate.stores.durations import parse_duration_ms
 
     settings = load_settings()

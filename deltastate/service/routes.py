@@ -13,6 +13,7 @@ from starlette.responses import Response
 from deltastate.changelog.layout import KEY, store_key_columns
 from deltastate.errors import KeyNotFoundError
 from deltastate.ingest.partitioner import partition_for
+from deltastate.query.consistency import check_consistency, served_version, shape_columns, shape_row
 from deltastate.query.errors import ParameterError
 from deltastate.query.latest import LatestPosition
 from deltastate.query.reads import QueryResult
@@ -21,7 +22,6 @@ from deltastate.service.freshness import Freshness, iso
 from deltastate.service.sqlexec import run_sql
 from deltastate.service.state import Reading, ReadOptions, ServiceState
 from deltastate.stores import list_stores
-from deltastate.stores.versions import down_convert
 
 router = APIRouter()
 Store = Annotated[str, Path(description="A declared store, e.g. player_stats")]
@@ -37,9 +37,7 @@ def _options(max_staleness: float | None, fresh: bool, consistency: str | None, 
     if fresh and consistency not in (None, "committed"):
         raise ParameterError("fresh", f"fresh=true is consistency=committed; it contradicts consistency={consistency}")
     resolved = consistency or ("committed" if fresh else "snapshot")
-    if resolved == "latest" and not point_read:
-        raise ParameterError("consistency", "latest applies to point reads (GET /stores/{store}/keys/{key} and "
-                                            "keys:batchGet); use snapshot or committed here")
+    check_consistency(resolved, point_read)
     return ReadOptions(max_staleness, resolved, as_of_version, as_of, "consistency" if consistency else "fresh",
                        schema_version)
 
@@ -89,18 +87,18 @@ def _answer(reading: Reading, body: dict[str, Any], latest: LatestPosition | Non
 
 def _shape(reading: Reading, body: dict[str, Any]) -> None:
     """A single-store answer in the value schema version asked for (schema_version=N): rows of the
-    snapshot's version converted down (stores/versions.py); the version served goes into meta."""
+    snapshot's version converted down (query/consistency.py shape_row); the version served goes into meta."""
     definition = reading.queries.store(body["store"])
-    served = definition.value_version if reading.schema_version is None else reading.schema_version
+    served = served_version(definition, reading.schema_version)
     body["_schema_version"] = served
     if served == definition.value_version:
         return
     if isinstance(body.get("value"), dict):
-        body["value"] = down_convert(definition, body["value"], served)
+        body["value"] = shape_row(definition, body["value"], served)
     if isinstance(body.get("rows"), list):
-        body["rows"] = [down_convert(definition, row, served) if isinstance(row, dict) else row for row in body["rows"]]
+        body["rows"] = [shape_row(definition, row, served) if isinstance(row, dict) else row for row in body["rows"]]
     if isinstance(body.get("columns"), list):
-        body["columns"] = list(down_convert(definition, dict.fromkeys(body["columns"]), served))
+        body["columns"] = shape_columns(definition, body["columns"], served)
 
 
 def _rows(result: QueryResult) -> dict[str, Any]:
