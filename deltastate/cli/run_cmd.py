@@ -31,11 +31,14 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
         schema_version: int | None) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
     from deltastate.engine import run_store  # pyspark: imported by the command that runs it
+    from deltastate.metrics import serve as serve_metrics
     from deltastate.stores.durations import parse_duration_ms
 
     settings = load_settings()
     interval = f"{parse_duration_ms(trigger)} milliseconds"
     click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}")
+    if mode == "continuous":  # scraped while it runs; a --once run pushes (DELTASTATE_PUSHGATEWAY)
+        click.echo(f"metrics on port {serve_metrics(settings)} (/metrics)")
     result = run_store(settings, store, once=(mode == "once"), trigger=interval, topic=topic,
                        max_offsets_per_trigger=max_offsets_per_trigger,
                        listener=None if quiet else _print_batch, version=schema_version)
