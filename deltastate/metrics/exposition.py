@@ -8,11 +8,12 @@ from __future__ import annotations
 import logging
 import threading
 
-from prometheus_client import push_to_gateway, start_http_server
+from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
+from prometheus_client.registry import Collector
 
 from deltastate.config import Settings
 from deltastate.errors import ConfigError
-from deltastate.metrics.names import JOBS
+from deltastate.metrics.names import JOB_DONE, JOB_SECONDS, JOBS, PROCESS, PUSHED
 
 log = logging.getLogger(__name__)
 _served: dict[str, int] = {}
@@ -31,14 +32,32 @@ def serve(settings: Settings, host: str = "0.0.0.0") -> int:
         return _served["port"]
 
 
+class _Families(Collector):
+    """The job's own families and the process figures: what one (job, store) group holds."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def collect(self):
+        for metric in PUSHED[self.kind]:
+            yield from metric.collect()
+        for metric in (JOB_SECONDS, JOB_DONE):  # this kind's samples only
+            for family in metric.collect():
+                family.samples = [s for s in family.samples if s.labels.get("kind", "").startswith(self.kind)]
+                yield family
+        yield from PROCESS.collect()
+
+
 def push(settings: Settings, job: str, store: str) -> bool:
-    """Pushes every job metric under grouping (job, store); False when no gateway is set or the push
-    failed (logged: a job's work never fails for its metrics)."""
+    """Pushes the job kind's metrics under grouping (job, store); False when no gateway is set or
+    the push failed (logged: a job's work never fails for its metrics)."""
     if not settings.pushgateway:
         return False
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_Families(job))
     try:
         push_to_gateway(settings.pushgateway, job=f"deltastate_{job}", grouping_key={"store": store},
-                        registry=JOBS, timeout=10)
+                        registry=registry, timeout=10)
         return True
     except OSError as exc:
         log.warning("metrics push to %s failed: %s", settings.pushgateway, exc)

@@ -14,7 +14,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 JOBS = CollectorRegistry()
 # The driver's resident memory and CPU: the job's own footprint beside the state store's figures.
-ProcessCollector(namespace="deltastate_job", registry=JOBS)
+PROCESS = ProcessCollector(namespace="deltastate_job", registry=JOBS)
 
 RUN = ("store", "schema_version")
 PART = ("store", "partition", "schema_version")
@@ -129,6 +129,20 @@ JOB_SECONDS = Gauge("deltastate_job_duration_seconds", "Seconds the job's last r
                     registry=JOBS)
 JOB_DONE = Gauge("deltastate_job_last_success_timestamp_seconds", "Unix time the job last finished",
                  ("kind", "store"), registry=JOBS)
+
+# What each kind of job pushes (a push replaces its whole group, so each carries its own families).
+PUSHED = {
+    "run": (RECORDS_IN, RECORDS_APPLIED, RECORDS_DEAD, RECORDS_LATE, TOMBSTONES_IN, CHANGELOG_WRITTEN, COMMITS,
+            COMMITTED_OFFSET, END_OFFSET, LAG, E2E, BATCH_PHASE, BATCH_SECONDS, TRIGGER_PHASE, INPUT_RATE,
+            PROCESS_RATE, STATE_ROWS, STATE_BYTES, ROCKSDB_GET, ROCKSDB_PUT, ROCKSDB_SST, ROCKSDB_PINNED,
+            ROCKSDB_HIT_RATIO, ROCKSDB_STALL, ROCKSDB_COMMIT, ROCKSDB_BYTES),
+    "compact": (CHANGELOG_RECORDS, CHANGELOG_BYTES, CHANGELOG_FILES, DIRTY_RATIO, TOMBSTONES_PENDING, LAST_COMPACTION,
+                COMPACTION_DROPPED),
+    "cleanup": (LAST_CLEANUP, CLEANUP_EXPIRED),
+    "restore": (RESTORE_REMAINING, RESTORE_RESTORED, RESTORE_RATE, RESTORE_SECONDS),
+    "publish": (PUBLISHED_VERSION, PUBLISHED_AT, BUILD_SECONDS, SNAPSHOT_ROWS),
+    "migrate": (MIGRATION_PHASE, MIGRATION_VERSION, MIGRATION_LAG),
+}
 
 # The query service (one registry per app: service.py builds these).
 SERVICE_LATENCY = "deltastate_request_seconds"
