@@ -17,9 +17,9 @@ class _ProgressListener:
         where = "an empty changelog" if from_changelog_version is None else f"changelog version {from_changelog_version}"
         click.echo(f"restoring {store} ({mode}) from {where}")
 
-    def on_batch(self, records_restored: int) -> None:
+    def on_batch(self, records_restored: int, partition: int | None) -> None:
         self.restored += records_restored
-        click.echo(f"  restored {records_restored:>10,} records ({self.restored:,} so far)")
+        click.echo(f"  partition {partition}: restored {records_restored:>10,} records ({self.restored:,} so far)")
 
     def on_end(self, total_records: int, seconds: float) -> None:
         click.echo(f"  done: {total_records:,} records in {seconds:.1f} s")

@@ -18,6 +18,7 @@ from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
 from deltastate.maintenance.stats import get_session
 from deltastate.maintenance.stats import now_ms as clock_ms
+from deltastate.report import Report
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CleanupReport:
+class CleanupReport(Report):
     store: str
     store_type: str
     read_version: int | None
@@ -40,11 +41,6 @@ class CleanupReport:
     raced: tuple[str, ...] = field(default_factory=tuple)  # key_value: see ttl.py
     seconds: float = 0.0
     skipped: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["raced"] = list(self.raced)
-        return data
 
 
 def cleanup_store(settings: Settings, store_name: str, *, spark: SparkSession | None = None,

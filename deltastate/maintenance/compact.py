@@ -24,8 +24,8 @@ unreferenced files older than the retention chosen in vacuum_retention_hours().
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from deltastate import metrics
 from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
@@ -42,6 +42,7 @@ from deltastate.maintenance.stats import (
     now_ms as clock_ms,
 )
 from deltastate.maintenance.vacuum import vacuum_table
+from deltastate.report import Report
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -52,7 +53,7 @@ CONFLICT_RETRIES = 3
 
 
 @dataclass(frozen=True)
-class CompactionReport:
+class CompactionReport(Report):
     store: str
     read_version: int | None
     before: TableFigures | None
@@ -72,9 +73,6 @@ class CompactionReport:
     attempts: int = 1
     seconds: float = 0.0
     skipped: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def compact_store(settings: Settings, store_name: str, *, spark: SparkSession | None = None,

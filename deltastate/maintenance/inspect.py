@@ -133,8 +133,10 @@ def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:
 
 def _state_shards(spark: SparkSession, query: Path) -> list[dict[str, Any]]:
     """Rows per shard from Spark's state data source; bytes from the shard's checkpoint files."""
+    from deltastate.engine.keyvalue.state_read import state_store_reader  # pyspark only when Spark reads
+
     rows = {int(r["partition_id"]): int(r["count"]) for r in
-            spark.read.format("statestore").load(str(query)).groupBy("partition_id").count().collect()}
+            state_store_reader(spark).load(str(query)).groupBy("partition_id").count().collect()}
     shards = []
     for shard in sorted((p for p in (query / "state" / "0").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)):
         size = sum(f.stat().st_size for f in shard.rglob("*") if f.is_file())

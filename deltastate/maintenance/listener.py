@@ -1,7 +1,9 @@
 """The restore listener: how a restore reports progress (Kafka Streams' StateRestoreListener).
 
 The CLI draws it as a progress bar, tests record it, and Airflow tasks log it. Calls arrive in
-order: on_start once, on_batch once per restored slice of the state, on_end once.
+order: on_start once, on_batch once per restored slice of the state, on_end once. A slice is the
+live state of one source partition (like Kafka Streams' onBatchRestored, which names the changelog
+partition), so each batch says which partition it restored.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ class RestoreListener(Protocol):
         stores), "partial" when only the source offsets are (window and session stores, whose
         engine reads its state from the changelog)."""
 
-    def on_batch(self, records_restored: int) -> None:
-        """records_restored: state records written by this batch (not cumulative)."""
+    def on_batch(self, records_restored: int, partition: int | None) -> None:
+        """records_restored: state records written by this batch (not cumulative); partition: the
+        source partition whose live keys it holds (None for state rows without one)."""
 
     def on_end(self, total_records: int, seconds: float) -> None: ...
 
@@ -34,8 +37,8 @@ class RecordingListener:
     def on_start(self, store: str, from_changelog_version: int | None, mode: RestoreMode) -> None:
         self.events.append(("start", store, from_changelog_version, mode))
 
-    def on_batch(self, records_restored: int) -> None:
-        self.events.append(("batch", records_restored))
+    def on_batch(self, records_restored: int, partition: int | None) -> None:
+        self.events.append(("batch", records_restored, partition))
 
     def on_end(self, total_records: int, seconds: float) -> None:
         self.events.append(("end", total_records, seconds))
@@ -44,12 +47,16 @@ class RecordingListener:
     def batches(self) -> list[int]:
         return [e[1] for e in self.events if e[0] == "batch"]
 
+    @property
+    def partitions(self) -> list[int | None]:
+        return [e[2] for e in self.events if e[0] == "batch"]
+
 
 class SilentListener:
     def on_start(self, store: str, from_changelog_version: int | None, mode: RestoreMode) -> None:
         pass
 
-    def on_batch(self, records_restored: int) -> None:
+    def on_batch(self, records_restored: int, partition: int | None) -> None:
         pass
 
     def on_end(self, total_records: int, seconds: float) -> None:

@@ -41,6 +41,7 @@ from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.inspect import record_restore_rate
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
+from deltastate.report import Report
 from deltastate.stores import load_store
 from deltastate.stores.definition import StoreDefinition
 
@@ -48,7 +49,7 @@ SEED_DIR = "seed"
 
 
 @dataclass(frozen=True)
-class RestoreReport:
+class RestoreReport(Report):
     store: str
     mode: RestoreMode
     changelog_version: int | None  # the version whose state was restored
@@ -151,7 +152,7 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
             state.where(F.col("source_partition").eqNullSafe(F.lit(partition).cast("int"))) \
                  .write.format("delta").mode("append").save(seed_path)
             total += count
-            listener.on_batch(count)
+            listener.on_batch(count, partition)
         return total
     finally:
         state.unpersist()

@@ -14,7 +14,6 @@ every live row).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +25,7 @@ from deltastate.config import Settings
 from deltastate.migration.seed import committed_state
 from deltastate.quality.suites import Expectation
 from deltastate.quality.validate import run_expectations
+from deltastate.report import Report
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
@@ -34,7 +34,7 @@ CHECKS = ("same_keys", "carried_equal", "derived_ok")
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class CheckReport(Report):
     success: bool
     compared: int
     failures: dict[str, int] = field(default_factory=dict)
@@ -44,10 +44,6 @@ class CheckReport:
     def summary(self) -> str:
         return ", ".join(f"{name}: {n} keys fail (e.g. {self.examples.get(name, [])[:3]})"
                          for name, n in self.failures.items() if n) or "all checks pass"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"success": self.success, "compared": self.compared, "failures": self.failures,
-                "examples": self.examples, "data_docs": self.data_docs}
 
 
 def _close(a: Column, b: Column, numeric: bool = True) -> Column:

@@ -14,9 +14,7 @@ the live state at the offsets the live stream committed, then catches up.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -24,6 +22,7 @@ from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.errors import DeltastateError
 from deltastate.maintenance.restore import audit_ranges
+from deltastate.report import Report
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -40,7 +39,7 @@ class FieldPlan:
 
 
 @dataclass(frozen=True)
-class MigrationPlan:
+class MigrationPlan(Report):
     store: str
     from_version: int
     to_version: int
@@ -55,11 +54,6 @@ class MigrationPlan:
     work_records: int = 0  # what the build processes: the whole topic (replay), or the live rows plus the lag (seed)
     estimated_seconds: float | None = None  # from this store's last measured build of the same kind
     estimate_note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["coverage"] = {str(p): c for p, c in self.coverage.items()}
-        return json.loads(json.dumps(out, default=str))  # plain lists and dicts: JSON, XCom
 
 
 def topic_watermarks(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:

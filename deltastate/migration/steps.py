@@ -8,11 +8,10 @@ catch-up, which the new version's checkpoint makes a no-op for what it already p
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from deltastate.maintenance.restore import SEED_DIR, audit_offsets
 from deltastate.migration.checks import CheckReport, cutover_checks
 from deltastate.migration.plan import MigrationError, check_target, plan_migration, topic_watermarks
 from deltastate.migration.seed import committed_state, seed_changelog, seed_stream_times, transformed
+from deltastate.report import Report
 from deltastate.stores import load_store
 from deltastate.stores.current import read_control, write_control
 from deltastate.stores.definition import StoreDefinition
@@ -40,17 +40,14 @@ from deltastate.stores.fence import BUILDING, CUT_OVER, CUTOVER, ROLLED_BACK
 OLD_WRITER_WAIT_S = 120.0  # how long cutover waits for the old version's stream to stop
 
 
-@dataclass
-class StepReport:
+@dataclass(frozen=True)
+class StepReport(Report):
     store: str
     action: str
     from_version: int
     to_version: int
     phase: str
     details: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(asdict(self), default=str))  # plain lists and dicts: JSON, XCom
 
 
 def progress_printer(name: str, to_version: int, say: Callable[[str], None]) -> BatchListener:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.quality.validate import ValidationReport, data_docs_index, validate
+from deltastate.report import Report
 from deltastate.snapshot.catalog import SnapshotInfo, current_version
 from deltastate.snapshot.publish import publish_snapshot
 from deltastate.stores import load_store
@@ -26,18 +27,13 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class GateReport:
+class GateReport(Report):
     success: bool
     candidate_version: int
     current_version: int | None  # what CURRENT names after the gate: the new version, or the old one
     validations: tuple[ValidationReport, ...] = field(default_factory=tuple)
     row_counts: dict[str, int] = field(default_factory=dict)
     data_docs: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"success": self.success, "candidate_version": self.candidate_version,
-                "current_version": self.current_version, "row_counts": dict(self.row_counts),
-                "data_docs": self.data_docs, "validations": [v.to_dict() for v in self.validations]}
 
 
 class QualityGateError(SnapshotError):

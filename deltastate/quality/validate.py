@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate.config import Settings
 from deltastate.quality.suites import Expectation, expand, load_spec
+from deltastate.report import Report
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class ValidationReport:
+class ValidationReport(Report):
     suite: str
     store: str
     success: bool
@@ -49,12 +50,6 @@ class ValidationReport:
     failures: tuple[Failure, ...] = field(default_factory=tuple)
     rows: int = 0
     data_docs: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"suite": self.suite, "store": self.store, "success": self.success, "rows": self.rows,
-                "evaluated": self.evaluated, "data_docs": self.data_docs,
-                "failures": [{"expectation": f.expectation, "column": f.column, "observed": f.observed}
-                             for f in self.failures]}
 
 
 def _quiet_gx() -> None:

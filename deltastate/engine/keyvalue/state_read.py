@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType, TimestampType
 
@@ -35,6 +35,19 @@ class StateRead:
     rows: DataFrame | None  # None: the store's query has committed no batch yet
     batch_id: int | None
     committed_at: datetime | None  # when that batch's commit landed (naive UTC)
+
+
+def state_store_reader(spark: SparkSession) -> DataFrameReader:
+    """`spark.read.format("statestore")` on a session that can serve it.
+
+    Spark's state store providers report to the driver's StateStoreCoordinator, an RPC endpoint the
+    session's StreamingQueryManager registers when it is created (RocksDB reports every snapshot it
+    loads, reads included). A session that has never touched streaming, such as a new `deltastate
+    inspect` or `snapshot publish` process, has no such endpoint, and every shard's load fails with
+    RpcEndpointNotFoundException. Creating the manager registers the coordinator, as starting a
+    streaming query would; in a session that already has one this is a lookup."""
+    spark.streams  # noqa: B018 - the property creates the JVM StreamingQueryManager
+    return spark.read.format("statestore")
 
 
 def newest_committed_batch(query_checkpoint: str) -> tuple[int, datetime] | None:
@@ -59,7 +72,7 @@ def read_state(spark: SparkSession, settings: Settings, store: StoreDefinition) 
     if newest is None:
         return StateRead(None, None, None)
     batch_id, committed_at = newest
-    raw = spark.read.format("statestore").option("batchId", batch_id).load(query_checkpoint)
+    raw = state_store_reader(spark).option("batchId", batch_id).load(query_checkpoint)
     slots = len(store.aggregations) + 1  # the value fields, then the event time
     value = _positional(store, raw.schema["value"].dataType, slots)
     state = raw.select(F.col("key.store_key").alias("key"), F.col(f"key.{AUDIT_PARTITION}").alias("audit"),
