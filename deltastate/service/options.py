@@ -7,6 +7,8 @@ DELTASTATE_PAGE_MAX         largest `limit` of range/all/windows pages (10000)
 DELTASTATE_STALENESS_CACHE  seconds the newest-changelog-commit lookups are reused (0.5)
 DELTASTATE_SERVICE_THREADS  worker threads running reads (4): more only adds GIL contention, which
                             starves the event loop that writes the answers on a small machine
+DELTASTATE_FAST_PATH        1 (default): point reads answer through the fast path (fastpath.py);
+                            0: every request goes through FastAPI (same answers, slower)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class ServiceOptions:
     page_max: int = 10_000
     staleness_cache_s: float = 0.5
     worker_threads: int = 4
+    fast_path: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServiceOptions:
@@ -41,7 +44,10 @@ class ServiceOptions:
                 raise ConfigError(f"{name} must be positive, got {value}")
             return value
 
-        return cls(api_token=env.get("DELTASTATE_API_TOKEN") or None,
+        fast_path = env.get("DELTASTATE_FAST_PATH", "1").strip()
+        if fast_path not in ("0", "1"):
+            raise ConfigError(f"DELTASTATE_FAST_PATH={fast_path!r} is not 0 or 1")
+        return cls(api_token=env.get("DELTASTATE_API_TOKEN") or None, fast_path=fast_path == "1",
                    sql_timeout_s=number("DELTASTATE_SQL_TIMEOUT", cls.sql_timeout_s, float),
                    sql_max_rows=int(number("DELTASTATE_SQL_MAX_ROWS", cls.sql_max_rows, int)),
                    page_max=int(number("DELTASTATE_PAGE_MAX", cls.page_max, int)),
@@ -52,7 +58,8 @@ class ServiceOptions:
         """The environment from which from_env() gives these options (for worker processes)."""
         env = {"DELTASTATE_SQL_TIMEOUT": str(self.sql_timeout_s), "DELTASTATE_SQL_MAX_ROWS": str(self.sql_max_rows),
                "DELTASTATE_PAGE_MAX": str(self.page_max), "DELTASTATE_STALENESS_CACHE": str(self.staleness_cache_s),
-               "DELTASTATE_SERVICE_THREADS": str(self.worker_threads)}
+               "DELTASTATE_SERVICE_THREADS": str(self.worker_threads),
+               "DELTASTATE_FAST_PATH": "1" if self.fast_path else "0"}
         if self.api_token:
             env["DELTASTATE_API_TOKEN"] = self.api_token
         return env
