@@ -7,6 +7,8 @@ latest record per key   a store key's state is its record with the greatest (epo
 stream time             per source partition, the newest applied event time; audit rows record it
                         per batch as JSON {partition: ms}, and a partition's stream time is the
                         maximum over the rows that count.
+retention               which window or session entries a store still holds at a stream time, as
+                        Kafka Streams' segmented RocksDB stores decide it (retention_horizon).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import OP, OP_DELETE, ORDER_COLUMNS
+from deltastate.changelog.layout import OP, OP_DELETE, ORDER_COLUMNS, WINDOW_END, WINDOW_START
+from deltastate.stores.definition import SessionSpec, WindowSpec
 
 if TYPE_CHECKING:  # pyspark is slow to import; callers already hold a session
     from pyspark.sql import Column, DataFrame
@@ -70,3 +73,38 @@ def stream_times_frame(intake: DataFrame) -> DataFrame:
 
     per_batch = intake.select(F.explode(F.from_json(STREAM_TIMES, "map<string,bigint>")).alias("p", "t"))
     return per_batch.groupBy(F.col("p").cast("int").alias("source_partition")).agg(F.max("t").alias("stream_time"))
+
+
+# Retention, as Kafka Streams' window and session stores apply it (AbstractRocksDBSegmentedBytesStore):
+# the store keeps its own observed time, the largest segment timestamp it has stored, and every read
+# (fetch, findSessions, all) starts at observed time - retention + 1. The segment timestamp is a
+# window's start (WindowKeySchema) and a session's end (SessionKeySchema). For a window store the
+# largest stored start is the last window of the newest event, the multiple of advance at or below
+# stream time; for a session store the largest stored end is stream time itself (the newest event is
+# never late, and its session ends at it).
+
+
+def retained_column(spec: WindowSpec | SessionSpec) -> str:
+    """The entry bound retention compares: window_start for windows, window_end for sessions."""
+    return WINDOW_START if isinstance(spec, WindowSpec) else WINDOW_END
+
+
+def store_time(spec: WindowSpec | SessionSpec, stream_time: int) -> int:
+    """The store's observed time at a partition's stream time (see above)."""
+    if isinstance(spec, WindowSpec):
+        return stream_time - stream_time % spec.advance_ms
+    return stream_time
+
+
+def retention_horizon(spec: WindowSpec | SessionSpec, stream_time: int) -> int:
+    """An entry is retained while its retained_column is greater than this."""
+    return store_time(spec, stream_time) - spec.retention_ms
+
+
+def is_retained(spec: WindowSpec | SessionSpec, window_start: int, window_end: int, stream_time: int | None) -> bool:
+    """Whether the store still holds (and reads return) the entry at the partition's stream time;
+    every entry is held while the partition has none."""
+    if stream_time is None:
+        return True
+    edge = window_start if isinstance(spec, WindowSpec) else window_end
+    return edge > retention_horizon(spec, stream_time)

@@ -4,9 +4,9 @@ Why straight to the changelog (unlike key-value TTL): the window and session eng
 state from the changelog and never touches a closed window again, so nothing in Spark's state can
 bring an expired window back. Stream time is per source partition (Kafka Streams keeps it per
 partition): the max over the intake audit's `stream_times` of that partition. An entry is removed
-when it is closed (end + grace <= stream time) and its end is at or before stream time - retention:
-the boundary the snapshot and the engine's state read use too (Kafka Streams drops a segment once
-stream time - retention reaches it).
+when the store no longer retains it (changelog/rules.py is_retained, Kafka Streams' fetch rule):
+the rule the snapshot, fresh reads and the engine's state read apply too. Retention is at least
+size + grace (window) or gap + grace (session), so an entry past retention is closed.
 
 A tombstone copies the expired entry's store key, source partition and offset; its value columns
 are null, and it is ordered after every record at the read version: (newest epoch, newest batch id
@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltastate.changelog import layout
-from deltastate.changelog.rules import latest_per_key, stream_times_frame
+from deltastate.changelog.rules import latest_per_key, retained_column, retention_horizon, stream_times_frame
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
-from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,19 +32,11 @@ if TYPE_CHECKING:
 CLEANUP_LINEAGE_ID = {"window": "deltastate-cleanup/window-retention", "session": "deltastate-cleanup/session-expiry"}
 
 
-def retention_of(store: StoreDefinition) -> tuple[int, int]:
-    """(grace_ms, retention_ms) of a window or session store."""
+def retention_spec(store: StoreDefinition) -> WindowSpec | SessionSpec:
     spec = store.window if store.type == "window" else store.session
     if spec is None:
         raise ValueError(f"store {store.name!r} of type {store.type} has no window/session settings")
-    return spec.grace_ms, spec.retention_ms
-
-
-def is_expired(window_end: int, stream_time: int | None, grace_ms: int, retention_ms: int) -> bool:
-    """The rule applied in Spark below, for one entry (unit-tested alone)."""
-    if stream_time is None:
-        return False
-    return window_end + grace_ms <= stream_time and window_end <= stream_time - retention_ms
+    return spec
 
 
 def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
@@ -58,14 +50,19 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     from pyspark.sql import functions as F
 
     path = settings.table_path(store.storage, layout.CHANGELOG)
-    grace, retention = retention_of(store)
+    spec = retention_spec(store)
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     keys = layout.store_key_columns(store)
     latest = latest_per_key(table, keys, [c for c in table.columns if c not in keys])
-    times = F.broadcast(stream_times(spark, settings, store))
-    expired = (latest.join(times, "source_partition")
-               .where((F.col(layout.WINDOW_END) + F.lit(grace) <= F.col("stream_time"))
-                      & (F.col(layout.WINDOW_END) <= F.col("stream_time") - F.lit(retention))))
+    # One row per source partition: the horizons are computed here, by the one rule, and compared
+    # in Spark. A partition without stream time expires nothing.
+    horizons = [(int(r["source_partition"]), retention_horizon(spec, int(r["stream_time"])))
+                for r in stream_times(spark, settings, store).collect()]
+    if not horizons:
+        return 0
+    pairs = [c for p, h in sorted(horizons) for c in (F.lit(p), F.lit(h).cast("bigint"))]
+    horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
+    expired = latest.where(horizon.isNotNull() & (F.col(retained_column(spec)) <= horizon))
     top = table.agg(F.max("epoch").alias("e")).first()["e"]
     if top is None:
         return 0

@@ -7,10 +7,10 @@ to Queries as rows with the snapshot table's columns plus `op`: a put replaces t
 that store key, a delete removes it. Commits that rewrite files (compaction) add files whose records
 are each key's latest up to then, never older than what the snapshot holds, so they merge the same way.
 
-Window and session stores also carry a retention horizon: the snapshot's stream times (recorded
-with it) advanced by the intake audit rows committed since, minus retention. Entries that ended
-before it, whether from the snapshot or the newer commits, leave the answer, as they would at the
-next publish.
+Window and session stores also carry a retention horizon: per partition, the one of
+changelog/rules.py at the snapshot's stream times (recorded with it) advanced by the intake audit
+rows committed since. Entries it no longer retains, whether from the snapshot or the newer commits,
+leave the answer, as they would at the next publish.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
-from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times
+from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times, retention_horizon
 from deltastate.config import Settings
 from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError, ParameterError
@@ -41,9 +41,9 @@ class Overlay:
     rows: pa.Table | None  # None: nothing was committed after the snapshot
     from_version: int | None
     to_version: int | None
-    # Window and session stores: source partition -> the oldest window or session end still
-    # retained (stream time - retention) after the newer commits; older entries, the snapshot's
-    # included, have left the store as they do at publish.
+    # Window and session stores: source partition -> the retention horizon after the newer commits
+    # (rules.retention_horizon, compared with rules.retained_column); entries at or below it, the
+    # snapshot's included, have left the store as they do at publish.
     horizon: dict[int, int] | None = None
     # The rows with their ordering columns (epoch, batch_id, the commit): what a later overlay of the
     # same snapshot extends with the commits after to_version instead of reading them all again.
@@ -116,7 +116,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
 
 def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
              store: StoreDefinition) -> dict[int, int] | None:
-    """Per source partition, stream time - retention: the snapshot's stream times advanced by the
+    """Per source partition, the retention horizon at the snapshot's stream times advanced by the
     intake audit rows committed after the intake version it recorded (each row holds its batch's
     newest event time per partition). Only a batch that puts something advances stream time, so a
     changelog with no newer commits needs no new horizon; this is called only when it has some."""
@@ -143,7 +143,7 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
         except (OSError, ValueError) as exc:
             raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
                                  f"failed: {exc}") from exc
-    return {p: ms - spec.retention_ms for p, ms in times.items()}
+    return {p: retention_horizon(spec, ms) for p, ms in times.items()}
 
 
 def _column(name: str, present: list[str]) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltastate.changelog.layout import KEY, WINDOW_END, WINDOW_START, is_windowed, store_key_columns
+from deltastate.changelog.rules import retained_column
 from deltastate.config import Settings
 from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
 from deltastate.query.errors import ParameterError, StoreTypeError
@@ -168,7 +169,8 @@ class Queries:
             return merged
         # Entries past retention at the newer stream times have left the store (see query/fresh.py).
         cases = " ".join(f"WHEN {int(p)} THEN {int(h)}" for p, h in sorted(overlay.horizon.items()))
-        return (f"(SELECT * FROM {merged} WHERE {quote(WINDOW_END)} > "
+        edge = retained_column(store.window or store.session)  # type: ignore[arg-type]
+        return (f"(SELECT * FROM {merged} WHERE {quote(edge)} > "
                 f"coalesce(CASE source_partition {cases} END, {-2**63}))")
 
     @staticmethod

@@ -30,11 +30,11 @@ from deltastate.changelog.layout import (
     INTAKE,
     KEY,
     WINDOW_COLUMNS,
-    WINDOW_END,
     is_windowed,
     store_key_columns,
 )
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
+from deltastate.changelog.rules import retained_column, retention_horizon
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import (
@@ -95,10 +95,10 @@ def table_ddl(store: StoreDefinition) -> str:
 
 
 def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, state):
-    """(state, intake version, stream times JSON): window and session entries whose end is older
-    than the partition's stream time - retention have left the store (Kafka Streams drops their
-    segments; cleanup writes their tombstones). The intake version and times are recorded so that a
-    fresh read can advance the horizon from there (query/fresh.py)."""
+    """(state, intake version, stream times JSON): window and session entries the store no longer
+    retains at the partition's stream time have left it (changelog/rules.py; cleanup writes their
+    tombstones). The intake version and times are recorded so that a fresh read can advance the
+    horizon from there (query/fresh.py)."""
     from pyspark.sql import functions as F
 
     spec = store.window or store.session
@@ -110,9 +110,9 @@ def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, s
     recorded = json.dumps({str(p): ms for p, ms in sorted(times.items())})
     if not times:
         return state, intake_version, recorded
-    pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(ms - spec.retention_ms))]
+    pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(retention_horizon(spec, ms)))]
     horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
-    return state.where(horizon.isNull() | (F.col(WINDOW_END) > horizon)), intake_version, recorded
+    return state.where(horizon.isNull() | (F.col(retained_column(spec)) > horizon)), intake_version, recorded
 
 
 @contextmanager

@@ -1,18 +1,28 @@
-"""A pure-Python reference of window and session stores, written from the specification (README,
-"Window and session stores") and importing nothing from deltastate.
+"""A pure-Python reference of window and session stores, written from Kafka Streams' (4.x) source
+and importing nothing from deltastate.
 
-It keeps, per window or session, the raw events that belong to it and computes the values only at
-the end, so it shares no incremental arithmetic with the engine. Rules it implements:
+It models the Kafka Streams parts literally, per source partition (a task): the aggregate
+processor's stream time, and the RocksDB store's own observed time (the largest segment timestamp
+it has stored), instead of deriving one from the other as the engine does. It keeps, per window or
+session, the raw events that belong to it and computes the values only at the end, so it shares no
+incremental arithmetic with the engine. The rules, with the Kafka Streams class each comes from:
   * keys are partition-local; each partition's records are processed in offset order;
   * stream time per partition = the largest event time of the events seen so far in it, the
-    current one included (deletes do not move it);
-  * windows: epoch-aligned [start, start + size), starts every `advance`; an event goes to each of
-    its windows with stream time < end + grace; with none open it is late;
-  * sessions: an event merges every session of its key with end >= ts - gap, start <= ts + gap and
-    end > stream time - retention; it is late when the merged end < stream time - grace;
+    current one included (deletes do not move it); KStreamWindowAggregate and
+    KStreamSessionWindowAggregate advance it before deciding;
+  * windows (TimeWindows.windowsFor, KStreamWindowAggregate): the windows of ts start at every
+    multiple of advance from max(0, ts - size + advance) up to ts; close time = stream time - grace;
+    a window takes the event when its end > close time; with none taking it the event is late;
+  * sessions (KStreamSessionWindowAggregate): findSessions(ts - gap, ts + gap) reaches the key's
+    sessions with end >= ts - gap and start <= ts + gap that the store still returns; the merged
+    session spans them and ts; close time = stream time - grace - gap; the event is late when the
+    merged end < close time; otherwise the reached sessions are removed and the merged one stored;
+  * store retention (AbstractRocksDBSegmentedBytesStore): every read starts at the store's observed
+    time - retention + 1, compared with the segment timestamp: a window's start (WindowKeySchema),
+    a session's end (SessionKeySchema); the observed time moves on each put and remove;
   * a delete (null value, or the store's tombstone field value) removes every window/session of
     the key; later events start afresh;
-  * the queryable state excludes entries whose end <= the partition's stream time - retention;
+  * the queryable state = the entries the store still returns at the end;
   * values: count, sum, min, max, avg over an event field; last = the field of the event with the
     highest offset.
 """
@@ -88,51 +98,84 @@ def _is_delete(spec: Spec, doc: dict | None) -> bool:
     return spec.delete_field is not None and doc.get(spec.delete_field[0]) == spec.delete_field[1]
 
 
+def windows_for(spec: Spec, ts: int) -> list[int]:
+    """TimeWindows.windowsFor: the starts of the windows containing ts."""
+    start = max(0, ts - spec.size + spec.advance) // spec.advance * spec.advance
+    out = []
+    while start <= ts:
+        out.append(start)
+        start += spec.advance
+    return out
+
+
+class _Store:
+    """One partition's segmented store: entries plus the observed time reads start from."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.observed: int | None = None
+        # key -> {(start, end): [(offset, doc)]}
+        self.entries: dict[str, dict[tuple[int, int], list[tuple[int, dict]]]] = defaultdict(dict)
+
+    def _segment_time(self, bounds: tuple[int, int]) -> int:
+        return bounds[0] if self.spec.kind == "window" else bounds[1]
+
+    def _observe(self, bounds: tuple[int, int]) -> None:
+        t = self._segment_time(bounds)
+        self.observed = t if self.observed is None else max(self.observed, t)
+
+    def live(self, bounds: tuple[int, int]) -> bool:
+        return self.observed is None or self._segment_time(bounds) >= self.observed - self.spec.retention + 1
+
+    def put(self, key: str, bounds: tuple[int, int], events: list[tuple[int, dict]]) -> None:
+        self._observe(bounds)
+        self.entries[key][bounds] = events
+
+    def remove(self, key: str, bounds: tuple[int, int]) -> list[tuple[int, dict]]:
+        self._observe(bounds)
+        return self.entries[key].pop(bounds)
+
+
 def run(spec: Spec, records: list[Record]) -> Outcome:
     """The store after applying every record (all valid), grouped per partition in offset order."""
     out = Outcome()
-    # key -> {(start, end): [(offset, doc)]}
-    entries: dict[str, dict[tuple[int, int], list[tuple[int, dict]]]] = defaultdict(dict)
-    key_partition: dict[str, int] = {}
     for p in sorted({r.partition for r in records}):
+        store = _Store(spec)
         st: int | None = None
         for r in sorted((r for r in records if r.partition == p), key=lambda r: r.offset):
             key = r.key.decode()
-            key_partition[key] = p
             doc = None if r.value is None else json.loads(r.value)
             if _is_delete(spec, doc):
-                entries[key] = {}
+                store.entries[key] = {}
                 out.deletes += 1
                 out.applied += 1
                 continue
             ts = doc[spec.ts_field]
             st = ts if st is None else max(st, ts)
+            mine = store.entries[key]
             if spec.kind == "window":
-                first = max(0, (ts - spec.size) // spec.advance * spec.advance)
-                starts = [s for s in range(first, ts + 1, spec.advance) if s <= ts < s + spec.size]
-                open_ = [s for s in starts if st < s + spec.size + spec.grace]
-                if not open_:
+                close = st - spec.grace
+                taking = [s for s in windows_for(spec, ts) if s + spec.size > close]
+                if not taking:
                     out.late.append(r)
                     continue
-                for s in open_:
-                    entries[key].setdefault((s, s + spec.size), []).append((r.offset, doc))
+                for s in taking:
+                    bounds = (s, s + spec.size)
+                    old = mine.get(bounds, []) if store.live(bounds) else []
+                    store.put(key, bounds, old + [(r.offset, doc)])
             else:
-                mine = entries[key]
-                hits = [b for b in mine if b[1] >= ts - spec.gap and b[0] <= ts + spec.gap and b[1] > st - spec.retention]
-                merged_end = max([ts] + [b[1] for b in hits])
-                if merged_end < st - spec.grace:
+                reached = [b for b in mine if b[1] >= ts - spec.gap and b[0] <= ts + spec.gap and store.live(b)]
+                merged = (min([ts] + [b[0] for b in reached]), max([ts] + [b[1] for b in reached]))
+                if merged[1] < st - spec.grace - spec.gap:
                     out.late.append(r)
                     continue
-                events = [(r.offset, doc)] + [e for b in hits for e in mine.pop(b)]
-                times = [d[spec.ts_field] for _, d in events]
-                mine[(min(times), max(times))] = events
+                events = [(r.offset, doc)] + [e for b in reached for e in store.remove(key, b)]
+                store.put(key, merged, events)
             out.applied += 1
         if st is not None:
             out.stream_time[p] = st
-    for key, mine in entries.items():
-        st = out.stream_time.get(key_partition[key])
-        for (start, end), events in mine.items():
-            if st is not None and end <= st - spec.retention:
-                continue
-            out.state[(key, start, end)] = _values(spec, events)
+        for key, mine in store.entries.items():
+            for bounds, events in mine.items():
+                if store.live(bounds):
+                    out.state[(key, *bounds)] = _values(spec, events)
     return out

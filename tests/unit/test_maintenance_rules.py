@@ -3,11 +3,8 @@ real Delta tables and a real broker)."""
 
 from __future__ import annotations
 
-import pytest
-
 from deltastate.maintenance.cleanup import CleanupReport
 from deltastate.maintenance.compact import CompactionReport
-from deltastate.maintenance.retention import is_expired
 from deltastate.maintenance.stats import TableFigures, dirty_ratio, expired, should_compact
 from deltastate.maintenance.ttl import TailRecord, raced_keys, spared_keys
 from deltastate.maintenance.vacuum import parse_interval_hours
@@ -27,18 +24,6 @@ def test_dirty_ratio_and_gate() -> None:
 def test_expiry_is_strictly_older() -> None:
     assert expired(last_ms=899, now=1_000, age_ms=100)
     assert not expired(last_ms=900, now=1_000, age_ms=100)
-
-
-@pytest.mark.parametrize(("end", "stream_time", "grace", "retention", "want"), [
-    (1_000, None, 0, 0, False),  # no stream time for the partition: nothing expires
-    (1_000, 5_000, 0, 3_999, True),
-    (1_000, 5_000, 0, 4_000, True),  # end == stream time - retention: gone, as in the snapshot
-    (1_000, 5_000, 0, 4_001, False),
-    (1_000, 5_000, 4_001, 0, False),  # not closed yet (end + grace > stream time)
-    (1_000, 5_000, 4_000, 100, True),  # closed exactly at end + grace
-])
-def test_window_expiry_rule(end: int, stream_time: int | None, grace: int, retention: int, want: bool) -> None:
-    assert is_expired(end, stream_time, grace, retention) is want
 
 
 def test_tail_spares_touched_and_pending_keys_and_finds_races() -> None:

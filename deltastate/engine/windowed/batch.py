@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
+from deltastate.changelog.rules import retention_horizon
 from deltastate.changelog.tables import append_counted, append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
@@ -24,8 +25,10 @@ from deltastate.engine.windowed.records import (
     IS_DELETE,
     IS_EVENT,
     IS_LATE,
+    STORE_TIME,
     batch_records,
     event_fields,
+    session_store_time,
     with_flags,
 )
 from deltastate.engine.windowed.state import live_entries
@@ -122,15 +125,17 @@ def _window_batch(spark: SparkSession, settings: Settings, store: StoreDefinitio
 def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, batch_id: int,
                    events: DataFrame, deletes: DataFrame, horizon: int | None, has_deletes: bool) -> WindowedChanges:
     # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
+    assert store.session is not None
     fields = event_fields(store)
     records = events.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.col(store.event_time_field).alias("ts"), STREAM_TIME, F.lit(False).alias("is_delete"),
+        F.col(store.event_time_field).alias("ts"), STREAM_TIME,
+        session_store_time(store.session).alias(STORE_TIME), F.lit(False).alias("is_delete"),
         *[F.col(f) for f in fields if f != "ts"])
     delete_records = deletes.select(
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
-        F.lit(True).alias("is_delete"))
+        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete"))
     touched = events.select("key_str").unionByName(deletes.select("key_str"))
     state = (live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
              .withColumn("kind", F.lit(session_merge.STATE)))
@@ -173,7 +178,8 @@ def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFra
 def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
                     listener: BatchListener | None = None):
     clock = _Clock()
-    retention = (store.window or store.session).retention_ms  # type: ignore[union-attr]
+    spec = store.window or store.session
+    assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -202,7 +208,8 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
             if split:
                 raise StreamTimeError(store.name, batch_id, split)
-            horizon = min(clock.times.values()) - retention if clock.times else None
+            # Entries no partition retains any longer cannot change: the state read skips them.
+            horizon = min(retention_horizon(spec, t) for t in clock.times.values()) if clock.times else None
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r["tombstones"]) for r in per_partition)
             changes = step(spark, settings, store, lineage, batch_id, b.where(F.col(IS_EVENT)),

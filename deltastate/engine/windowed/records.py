@@ -6,18 +6,20 @@ Stream time needs every record of a source partition in offset order (kept by th
 the partition: engine/windowed/stream_time.py), and lateness needs stream time; doing both in this pass lets
 the per-partition counts, the late counts and the dead letters all come from the one cache. A record's raw bytes stay
 in the cache only when it may be dead-lettered: it failed, or it is late (window stores: no window
-open), or it could be (session stores: older than stream time - grace; the merge decides).
+open), or it could be (session stores: before the session close time; the merge decides).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from deltastate.engine.windowed.stream_time import STREAM_TIME, with_stream_time
-from deltastate.stores.definition import StoreDefinition, WindowSpec
+from deltastate.engine.windowed.lateness import session_close_time, window_close_time
+from deltastate.engine.windowed.stream_time import STREAM_TIME, stream_time_before, with_stream_time
+from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
 IS_EVENT, IS_DELETE, IS_LATE = "is_event", "is_delete", "is_late"
+STORE_TIME = "store_time"  # session stores: the partition's stream time before the record
 W_FIRST, W_LAST = "w_first", "w_last"  # starts of the first open and the last window of an event
 _DEAD_LETTER_SOURCE = ("topic", "kafka_timestamp", "key", "value", "value_size")
 
@@ -37,13 +39,21 @@ def _floor_to(x: Column, step: int) -> Column:
 
 def open_window_range(ts: Column, stream_time: Column, w: WindowSpec) -> tuple[Column, Column]:
     """(first, last): the starts of the first still-open and the last window containing ts; the
-    event is late when first > last. Window starts are multiples of advance, so the open ones (those
-    with start + size + grace > stream time) are the suffix from the smallest multiple above
-    stream time - size - grace."""
+    event is late when first > last. Window starts are multiples of advance, and a window is open
+    while its end (start + size) is greater than the close time, so the open ones are the suffix
+    from the smallest multiple of advance greater than close time - size."""
     last = _floor_to(ts, w.advance_ms)
     first = _floor_to(F.greatest(F.lit(0), ts - F.lit(w.size_ms - w.advance_ms)), w.advance_ms)
-    first_open = _floor_to(stream_time - F.lit(w.size_ms + w.grace_ms), w.advance_ms) + F.lit(w.advance_ms)
+    first_open = _floor_to(window_close_time(stream_time, w.grace_ms) - F.lit(w.size_ms), w.advance_ms) + F.lit(w.advance_ms)
     return F.greatest(first, first_open), last
+
+
+def session_store_time(spec: SessionSpec) -> Column:
+    """The session store's time before each record, for the merge's retention check. Where
+    retention exceeds the gap, stream time with the record included reaches the same sessions: it
+    differs from the time before only for a record that advances it, and then every session within
+    gap of the record ends after both horizons. Otherwise batch_records keeps the time before."""
+    return F.col(STREAM_TIME) if spec.retention_ms > spec.gap_ms else F.col(STORE_TIME)
 
 
 def event_fields(store: StoreDefinition) -> list[str]:
@@ -53,7 +63,8 @@ def event_fields(store: StoreDefinition) -> list[str]:
 
 def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dict[int, int]) -> DataFrame:
     """The micro-batch's classified records, narrowed to what is cached: partition, offset, key_str,
-    reason, is_delete, the event fields, read_task, (session stores) stream_time, (window stores)
+    reason, is_delete, the event fields, read_task, (session stores) stream_time and, where
+    session_store_time needs it, store_time, (window stores)
     w_first, w_last and is_late, and the raw columns of the dead-letter table, null unless the record
     may be dead-lettered. with_flags adds the rest."""
     valid = F.col("reason").isNull()
@@ -75,9 +86,16 @@ def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dic
         flags = [late.alias(IS_LATE)]
         maybe_dead = ~valid | late
     else:
-        assert store.session is not None
+        spec = store.session
+        assert spec is not None
         flags = []  # sessions: the merge decides lateness; these are only the candidates
-        maybe_dead = ~valid | (event & (F.col(ts) < stream_time - F.lit(store.session.grace_ms)))
+        # An event is late only if its merged session ends before the close time, and that
+        # session ends at or after the event: events at or after the close time are never late.
+        maybe_dead = ~valid | (event & (F.col(ts) < session_close_time(stream_time, spec.gap_ms, spec.grace_ms)))
+        if spec.retention_ms <= spec.gap_ms:
+            # The record before in the partition holds the time before (the carried one for the first).
+            before = F.lag(STREAM_TIME).over(Window.partitionBy("partition").orderBy("offset"))
+            timed = timed.select("*", F.coalesce(before, stream_time_before(prev_times)).alias(STORE_TIME))
     return timed.select(
         *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE], *flags,
         *[F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE],

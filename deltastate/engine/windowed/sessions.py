@@ -3,9 +3,11 @@
 Spark's session_window has no update mode and Python stateful processors pay ~1 ms per key per
 batch, so the batch's records and the live sessions of the keys they touch are brought together with
 batch SQL and merged here in one sorted pass per Spark partition (mapInArrow): plain Python per
-record, no per-key set-up. The rules (KStreamSessionWindowAggregate):
-  - an event at ts merges every session of its key with end >= ts - gap and start <= ts + gap;
-  - it is late when the merged session's end < stream time - grace (nothing changes then);
+record, no per-key set-up. The rules (KStreamSessionWindowAggregate and the session store's
+findSessions; the comparisons live in lateness.py and changelog/rules.py):
+  - an event at ts merges every session of its key with end >= ts - gap and start <= ts + gap that
+    the store still retains at the stream time before the event;
+  - it is late when the merged session's end < stream time - grace - gap (nothing changes then);
   - a delete removes every session of the key;
   - superseded sessions get tombstones, so no two sessions of a key overlap in the latest view.
 """
@@ -18,7 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltastate.stores.definition import Aggregation, StoreDefinition
+from deltastate.changelog.rules import is_retained
+from deltastate.engine.windowed.lateness import session_late
+from deltastate.stores.definition import Aggregation, SessionSpec, StoreDefinition
 
 STATE, RECORD = 0, 1  # row kinds of the merge input; state rows sort first within a key
 
@@ -97,14 +101,16 @@ def _copy(s: Session) -> Session:
     return Session(s.start, s.end, s.events, dict(s.values), dict(s.sums), s.partition, s.offset, s.event_ms, True)
 
 
-def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: int, state: list[Session],
+def process_key(aggs: tuple[Aggregation, ...], spec: SessionSpec, state: list[Session],
                 records: list[dict[str, Any]]) -> KeyResult:
-    """Applies one key's records (in offset order; each has offset, partition, ts, stream_time,
-    is_delete and the event fields) to its live sessions from the state. State sessions are never
-    modified: a session this batch changes is a new (dirty) one, which later records of the batch
-    may update in place."""
+    """Applies one key's records (in offset order; each has offset, partition, ts, stream_time (the
+    partition's, the record included), store_time (the partition's before the record), is_delete
+    and the event fields) to its live sessions from the state. State sessions are never modified: a
+    session this batch changes is a new (dirty) one, which later records of the batch may update in
+    place."""
+    gap = spec.gap_ms
     sessions = list(state)
-    # Sessions past retention can never merge again (the horizon only grows along a partition):
+    # Sessions past retention can never merge again (store time only grows along a partition):
     # set aside once the list doubles, so that a key with a long history is not scanned per event.
     retired: list[Session] = []
     limit = max(8, 2 * len(sessions))
@@ -114,15 +120,15 @@ def process_key(aggs: tuple[Aggregation, ...], gap: int, grace: int, retention: 
         if r["is_delete"]:
             sessions, retired = [], []
             continue
-        ts = r["ts"]
-        horizon = r["stream_time"] - retention  # sessions past retention are gone from the store
+        ts, before = r["ts"], r["store_time"]
         if len(sessions) > limit:
-            retired += [s for s in sessions if s.end <= horizon]
-            sessions = [s for s in sessions if s.end > horizon]
+            retired += [s for s in sessions if not is_retained(spec, s.start, s.end, before)]
+            sessions = [s for s in sessions if is_retained(spec, s.start, s.end, before)]
             limit = max(8, 2 * len(sessions))
-        overlapping = [s for s in sessions if s.end >= ts - gap and s.start <= ts + gap and s.end > horizon]
+        overlapping = [s for s in sessions if s.end >= ts - gap and s.start <= ts + gap
+                       and is_retained(spec, s.start, s.end, before)]
         merged_end = max([ts, *[s.end for s in overlapping]])
-        if merged_end < r["stream_time"] - grace:
+        if session_late(merged_end, r["stream_time"], gap, spec.grace_ms):
             result.late_offsets.append(r["offset"])
             continue
         if len(overlapping) == 1:
@@ -203,7 +209,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
             out[n].append(None if values is None else values.get(n))
 
     def flush_key(key: str, state: list[Session], records: list[dict[str, Any]]) -> None:
-        res = process_key(aggs, spec.gap_ms, spec.grace_ms, spec.retention_ms, state, records)
+        res = process_key(aggs, spec, state, records)
         for s in res.puts:
             emit("put", key, s.start, s.end, finish_values(aggs, s), s.events, s.partition, s.offset, s.event_ms)
         for start, end, partition, offset in res.deleted:
@@ -213,7 +219,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
             emit("late", key, None, None, None, None, by_offset[off]["partition"], off, None)
 
     # Each row as a dict of only the fields its kind uses (a record's, or a state entry's).
-    record_fields = ["partition", "offset", "ts", "stream_time", "is_delete",
+    record_fields = ["partition", "offset", "ts", "stream_time", "store_time", "is_delete",
                      *sorted({a.source_field for a in aggs if a.source_field} - {"ts"})]
     state_fields = ["window_start", "window_end", *[a.target for a in aggs], "events",
                     "source_partition", "source_offset"]

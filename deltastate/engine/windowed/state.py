@@ -3,7 +3,7 @@
 Window and session stores keep their state in the changelog table itself: an entry can only change
 while its window is open (or, for sessions, while an event can still merge into it), so a batch
 needs the latest row of the store keys it touches within the retention horizon, and Delta's file
-statistics on window_end skip the rest of the history.
+statistics on the window bounds skip the rest of the history.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from pyspark.sql import functions as F
 from deltastate.changelog.layout import (
     CHANGELOG,
     EVENTS,
-    WINDOW_END,
     store_key_columns,
 )
-from deltastate.changelog.rules import latest_per_key
+from deltastate.changelog.rules import latest_per_key, retained_column
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
@@ -25,14 +24,16 @@ from deltastate.stores.definition import StoreDefinition
 
 def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                  batch_id: int, keys: DataFrame, horizon_ms: int | None) -> DataFrame:
-    """Latest put per (key, window) for the keys in `keys` (column key_str) whose window ends after
-    horizon_ms. Rows an earlier attempt of this very batch (or a later one) wrote are ignored, so a
-    replayed batch computes exactly what its first attempt did."""
+    """Latest put per (key, window) for the keys in `keys` (column key_str) that are retained at
+    horizon_ms (rules.retained_column greater than it). Rows an earlier attempt of this very batch
+    (or a later one) wrote are ignored, so a replayed batch computes exactly what its first attempt did."""
     changelog = spark.read.format("delta").load(settings.table_path(store.storage, CHANGELOG))
     earlier = ~((F.col("epoch") == F.lit(lineage.epoch)) & (F.col("batch_id") >= F.lit(batch_id)))
     rows = changelog.where(earlier)
     if horizon_ms is not None:
-        rows = rows.where(F.col(WINDOW_END) > F.lit(horizon_ms))
+        spec = store.window or store.session
+        assert spec is not None
+        rows = rows.where(F.col(retained_column(spec)) > F.lit(horizon_ms))
     rows = rows.join(F.broadcast(keys.select(F.col("key_str").alias("key")).distinct()), "key", "left_semi")
     return latest_per_key(rows, store_key_columns(store),
                           [*store.value_columns, EVENTS, "source_partition", "source_offset"])

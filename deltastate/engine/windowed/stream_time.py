@@ -77,6 +77,11 @@ def _lookup(prev: dict[int, int], partition: Column) -> Column:
     return F.element_at(F.create_map(*pairs), partition.cast("int"))
 
 
+def stream_time_before(prev: dict[int, int]) -> Column:
+    """The partition's stream time before the batch (null where it has none), per record."""
+    return _lookup(prev, F.col("partition"))
+
+
 def register_stream_time(spark: SparkSession) -> None:
     spark._jvm.io.deltastate.Udafs.registerStreamTime(spark._jsparkSession, _FUNCTION)
 

@@ -1,0 +1,156 @@
+"""Kafka Streams' closing and retention rules at their boundaries, from worked examples.
+
+Each example is worked by hand from Kafka Streams' source (4.x):
+  KStreamWindowAggregate         windowCloseTime = observedStreamTime - grace; a window takes the
+                                 record when windowEnd > windowCloseTime
+  KStreamSessionWindowAggregate  windowCloseTime = observedStreamTime - grace - inactivityGap; the
+                                 record is dropped when the merged session's end < windowCloseTime;
+                                 findSessions(ts - gap, ts + gap) picks the sessions to merge
+  AbstractRocksDBSegmentedBytesStore  reads start at max(from, observedStreamTime - retention + 1),
+                                 its own observed time being the largest segment timestamp put:
+                                 a window's start (WindowKeySchema), a session's end (SessionKeySchema)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from deltastate.changelog.rules import is_retained, retained_column, retention_horizon, store_time
+from deltastate.engine.windowed.lateness import session_close_time, session_late, window_close_time
+from deltastate.engine.windowed.sessions import Session, process_key
+from deltastate.stores.definition import Aggregation, SessionSpec, WindowSpec
+
+HOPPING = WindowSpec(size_ms=5_000, advance_ms=1_000, grace_ms=2_000, retention_ms=10_000)
+TUMBLING = WindowSpec(size_ms=60_000, advance_ms=60_000, grace_ms=5_000, retention_ms=21_600_000)
+SESSIONS = SessionSpec(gap_ms=100, grace_ms=30, retention_ms=2_000)
+AGGS = (Aggregation("event_count", "count", None),)
+
+
+# -- window lateness -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("window_end", "stream_time", "open_"), [
+    (8_000, 9_999, True),    # close time 7_999 < end
+    (8_000, 10_000, False),  # close time 8_000 == end: closed (windowEnd > windowCloseTime fails)
+    (8_000, 10_001, False),
+    (9_000, 10_000, True),   # the next hopping window is still open
+])
+def test_window_closes_at_end_plus_grace(window_end: int, stream_time: int, open_: bool) -> None:
+    assert (window_end > window_close_time(stream_time, HOPPING.grace_ms)) is open_
+
+
+# -- session lateness ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("merged_end", "late"), [
+    (869, True),   # 1 ms before the close time
+    (870, False),  # exactly at it: kept (late only when end < close time)
+    (871, False),
+    (900, False),  # ended before stream time - grace = 970, but within the gap: Kafka Streams merges
+])
+def test_session_close_time_includes_the_gap(merged_end: int, late: bool) -> None:
+    # stream time 1_000, grace 30, gap 100: close time 870.
+    assert session_close_time(1_000, SESSIONS.gap_ms, SESSIONS.grace_ms) == 870
+    assert session_late(merged_end, 1_000, SESSIONS.gap_ms, SESSIONS.grace_ms) is late
+
+
+def _session(start: int, end: int, events: int = 1, offset: int = 0) -> Session:
+    return Session(start, end, events, {"event_count": events}, {}, 0, offset, end)
+
+
+def _event(offset: int, ts: int, stream_time: int, before: int | None = None) -> dict:
+    return {"offset": offset, "partition": 0, "ts": ts, "stream_time": stream_time,
+            "store_time": stream_time if before is None else before, "is_delete": False}
+
+
+def _bounds(sessions: list[Session]) -> set[tuple[int, int, int]]:
+    return {(s.start, s.end, s.events) for s in sessions}
+
+
+@pytest.mark.parametrize(("ts", "late"), [(869, True), (870, False), (871, False)])
+def test_lone_event_at_the_close_time(ts: int, late: bool) -> None:
+    """No session within the gap: the merged session is the event alone, [ts, ts]."""
+    result = process_key(AGGS, SESSIONS, [_session(1_000, 1_000, offset=1)], [_event(2, ts, 1_000)])
+    assert result.late_offsets == ([2] if late else [])
+    assert _bounds(result.puts) == (set() if late else {(ts, ts, 1)})
+
+
+def test_late_alone_but_merged_into_a_later_session() -> None:
+    """ts 800 < close time 870, but findSessions(700, 900) reaches [880, 1_000]: the merged end 1_000
+    is not late, so the event extends the session backwards."""
+    result = process_key(AGGS, SESSIONS, [_session(880, 1_000, 3)], [_event(5, 800, 1_000)])
+    assert result.late_offsets == []
+    assert _bounds(result.puts) == {(800, 1_000, 4)}
+    assert [(s, e) for s, e, _, _ in result.deleted] == [(880, 1_000)]
+
+
+@pytest.mark.parametrize(("second_start", "bridged"), [(980, True), (981, False)])
+def test_event_bridging_two_sessions(second_start: int, bridged: bool) -> None:
+    """[700, 780] and [second_start, 1_000], event at 880 (close time 870): findSessions(780, 980)
+    reaches [700, 780] (end 780 >= 780: the gap is inclusive) and the second session only when it
+    starts at or before 980. Bridged: one session [700, 1_000] and tombstones for both."""
+    state = [_session(700, 780, 2), _session(second_start, 1_000, 3)]
+    result = process_key(AGGS, SESSIONS, state, [_event(9, 880, 1_000)])
+    if bridged:
+        assert _bounds(result.puts) == {(700, 1_000, 6)}
+        assert sorted((s, e) for s, e, _, _ in result.deleted) == [(700, 780), (980, 1_000)]
+    else:
+        assert _bounds(result.puts) == {(700, 880, 3)}
+        assert [(s, e) for s, e, _, _ in result.deleted] == [(700, 780)]
+
+
+# -- retention -------------------------------------------------------------------------------------
+
+def test_retention_compares_a_window_start_and_a_session_end() -> None:
+    assert retained_column(HOPPING) == "window_start"
+    assert retained_column(SESSIONS) == "window_end"
+
+
+@pytest.mark.parametrize(("start", "retained"), [
+    (10_000, False),  # start == store time (20_000) - retention: gone
+    (11_000, True),   # the next window start
+    (6_000, False),   # [6_000, 11_000) ends after stream time - retention (10_500) but starts too early
+])
+def test_window_retention_by_start_at_the_store_time(start: int, retained: bool) -> None:
+    """Stream time 20_500: the newest event's last window starts at 20_000, the largest start the
+    window store has put: its observed time. Reads start at 20_000 - 10_000 + 1."""
+    assert store_time(HOPPING, 20_500) == 20_000
+    assert retention_horizon(HOPPING, 20_500) == 10_000
+    assert is_retained(HOPPING, start, start + HOPPING.size_ms, 20_500) is retained
+
+
+@pytest.mark.parametrize(("stream_time", "retained"), [
+    (21_659_999, True),   # store time 21_600_000 (the window starting there): horizon 0
+    (21_660_000, False),  # store time 21_660_000: horizon 60_000, and [60_000, 120_000) starts at it
+])
+def test_tumbling_window_leaves_when_a_new_window_starts(stream_time: int, retained: bool) -> None:
+    assert is_retained(TUMBLING, 60_000, 120_000, stream_time) is retained
+
+
+@pytest.mark.parametrize(("end", "retained"), [(7_999, False), (8_000, False), (8_001, True)])
+def test_session_retention_by_end(end: int, retained: bool) -> None:
+    # stream time 10_000, retention 2_000: reads start at 8_001.
+    assert is_retained(SESSIONS, end - 50, end, 10_000) is retained
+
+
+def test_no_stream_time_retains_everything() -> None:
+    assert is_retained(HOPPING, 0, 5_000, None)
+    assert is_retained(SESSIONS, 0, 0, None)
+
+
+def test_merge_reaches_only_retained_sessions() -> None:
+    """Retention gap + grace = 130 at store time 1_000: reads start at 871. An event at 880 is
+    within the gap of [770, 870] but the store no longer returns it: a new session [880, 880]."""
+    spec = SessionSpec(gap_ms=100, grace_ms=30, retention_ms=130)
+    result = process_key(AGGS, spec, [_session(770, 870, 2)], [_event(4, 880, 1_000)])
+    assert _bounds(result.puts) == {(880, 880, 1)} and result.deleted == []
+    result = process_key(AGGS, spec, [_session(771, 871, 2)], [_event(4, 880, 1_000)])
+    assert _bounds(result.puts) == {(771, 880, 3)}
+
+
+@pytest.mark.parametrize(("before", "merged"), [(1_000, False), (999, True)])
+def test_merge_judges_retention_at_the_stream_time_before_the_event(before: int, merged: bool) -> None:
+    """No grace, retention = gap = 100, event at 1_000 (stream time 1_000), session [850, 900]:
+    findSessions(900, 1_100) runs before the event's session is stored. If the store had already
+    seen 1_000, reads start at 901 and miss it; if it had seen 999, they start at 900 and merge."""
+    spec = SessionSpec(gap_ms=100, grace_ms=0, retention_ms=100)
+    result = process_key(AGGS, spec, [_session(850, 900, 2)], [_event(3, 1_000, 1_000, before=before)])
+    assert _bounds(result.puts) == ({(850, 1_000, 3)} if merged else {(1_000, 1_000, 1)})
