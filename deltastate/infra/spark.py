@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from deltastate.config import Settings
 from deltastate.infra.jars import ensure_jars, spark_jars
 from deltastate.infra.udaf import udaf_jar
 from deltastate.stores.state import DEFAULT_STATE
+
+LOG4J_FILE = Path(__file__).with_name("spark-log4j2.properties")
 
 
 def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
@@ -29,9 +32,11 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("DELTASTATE_DRIVER_MEMORY", "4g"),
-        # A deep stack: the stream execution thread overflowed in java.util.regex under load.
+        # A deep stack: the stream execution thread overflowed in java.util.regex under load. The
+        # log4j file sends Spark's log to stderr (log4j's own default would print it on stdout).
         "spark.driver.extraJavaOptions": " ".join(
-            ["-Xss64m", "-Dlog4j2.level=WARN", *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
+            ["-Xss64m", f"-Dlog4j2.configurationFile={LOG4J_FILE}",
+             *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "false",
