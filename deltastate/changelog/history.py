@@ -30,6 +30,10 @@ from deltastate.stores import load_store
 
 _LOGS = TableLog()  # one replay per table for the process: a page asks every few seconds
 LAG_SAMPLES = 60  # offsets_for_times round trips per answer, at most (the newest batch always)
+# The engine's checkpoint names (engine/common/lineage.LINEAGE_FILE, engine/common/source.QUERY; a
+# test holds them equal): importing them would load the engine and pyspark into Airflow's API server.
+CHECKPOINT_LINEAGE_FILE = "lineage.json"
+CHECKPOINT_QUERY = "stream"
 _COLUMNS = ("lineage_id", "batch_id", "records_in", "applied", "dead_lettered", "tombstones", "late",
             "offsets", "stream_times", "write_time", "totals_before")
 SERIES: dict[str, tuple[str, str]] = {  # name -> (title, unit)
@@ -62,6 +66,7 @@ def _audit_rows(files: dict[str, LiveFile], since_ms: int) -> list[dict[str, Any
     """The audit rows written at or after since_ms, oldest first (files whose stats say they end
     earlier are not opened)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     rows: list[dict[str, Any]] = []
@@ -69,26 +74,23 @@ def _audit_rows(files: dict[str, LiveFile], since_ms: int) -> list[dict[str, Any
         newest = f.max_values.get("write_time")
         if newest is not None and _ms(newest) + 1 < since_ms:
             continue
-        table = pq.read_table(f.path)
+        table = pq.ParquetFile(f.path).read()
         present = [c for c in _COLUMNS if c in table.column_names]
         table = table.select(present).set_column(
             present.index("write_time"), "write_time",
-            table.column("write_time").cast(pa.timestamp("ms")).cast(pa.int64()))
+            pc.cast(table.column("write_time"), pa.timestamp("ms"), safe=False).cast(pa.int64()))
         rows.extend(r for r in table.to_pylist() if r["write_time"] >= since_ms)
     return sorted(rows, key=lambda r: r["write_time"])
 
 
 def _checkpoint(settings: Settings, storage: str) -> tuple[str | None, Path]:
     """(lineage id, offset log folder) of the store's current checkpoint."""
-    from deltastate.engine.common.lineage import LINEAGE_FILE
-    from deltastate.engine.common.source import QUERY
-
     root = Path(settings.checkpoint_path(storage))
     try:
-        lineage = json.loads((root / LINEAGE_FILE).read_text())["lineage_id"]
+        lineage = json.loads((root / CHECKPOINT_LINEAGE_FILE).read_text())["lineage_id"]
     except (FileNotFoundError, KeyError, ValueError):
         lineage = None
-    return lineage, root / QUERY / "offsets"
+    return lineage, root / CHECKPOINT_QUERY / "offsets"
 
 
 def _offset_log(folder: Path, batch_id: int) -> tuple[int | None, dict]:
@@ -143,7 +145,8 @@ def _topic_offsets(bootstrap: str, topic: str, at_ms: list[int], timeout_s: floa
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "deltastate-store-pages",
-                         "enable.auto.commit": False, "socket.timeout.ms": int(timeout_s * 1000)})
+                         "enable.auto.commit": False, "socket.timeout.ms": max(10_000, int(timeout_s * 1000)),
+                         "log_level": 0})  # an unreachable broker is reported in the answer, not in the log
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:

@@ -155,7 +155,7 @@ def _read_checkpoint(root: Path, files: list[Path]) -> dict[str, LiveFile]:
 
     live: dict[str, LiveFile] = {}
     for file in files:
-        table = pq.read_table(file, columns=["add"])
+        table = pq.ParquetFile(file).read(columns=["add"])
         for add in table.column("add").to_pylist():
             if add is not None:
                 live[add["path"]] = _live_file(root, add)

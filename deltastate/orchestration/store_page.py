@@ -43,7 +43,8 @@ def render_store_page(history: dict[str, Any]) -> str:
     cells = "".join(f"<td>{v:,}</td>" for v in (history["batch_count"], *totals.values()))
     windows = "".join(f"<a href='?hours={h}'>{h} h</a>" for h in WINDOWS)
     return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
+        # An empty icon: the browser asks for /favicon.ico otherwise, and the 404 is a console error.
+        "<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
         f"<title>{store}: deltastate store</title><style>{PAGE_CSS}{CHART_CSS}</style></head><body>"
         f"<nav><a href='../stores'>all stores</a> · last {windows} · "
         f"<a href='../api/stores/{store}/history?hours={history['hours']:g}'>JSON</a></nav>"

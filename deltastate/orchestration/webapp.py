@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from deltastate.changelog.history import store_history
 from deltastate.config import Settings, load_settings
+from deltastate.errors import DeltastateError
 from deltastate.orchestration.status import store_statuses
 from deltastate.orchestration.store_page import render_store_page
 from deltastate.quality.validate import data_docs_index
@@ -60,7 +61,7 @@ def render_page(settings: Settings) -> str:
     head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in COLUMNS)
     docs = "<a href='data-docs/index.html'>Data Docs</a>" if data_docs_index(settings).is_file() \
         else "no Data Docs yet (they appear after the first validation)"
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>deltastate stores</title>"
+    return ("<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>deltastate stores</title>"
             "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"
             f"<h1>deltastate stores</h1><p>home: {html.escape(str(settings.home))} · {docs}</p>"
@@ -92,7 +93,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         declared = list_stores(settings_now)
         if store not in declared:
             raise HTTPException(404, f"unknown store {store!r}; declared stores: {', '.join(declared)}")
-        return store_history(settings_now, store, window)
+        try:
+            return store_history(settings_now, store, window)
+        except (DeltastateError, ValueError) as exc:  # a log or table this reader cannot follow
+            raise HTTPException(500, f"store {store!r}: {exc}") from None
 
     @app.get("/api/stores/{store}/history")
     def history_json(store: str, hours: str | None = None) -> dict:
