@@ -54,3 +54,48 @@ def test_restore_refuses_without_confirmation():
         with pytest.raises(NotConfirmedError, match="store 'player_stats': restore not confirmed"):
             require_confirm("player_stats", confirm)
     assert require_confirm("player_stats", True) == require_confirm("player_stats", "True") == "player_stats"
+
+
+def test_history_refuses_bad_hours_and_unknown_stores_in_a_sentence(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from deltastate.orchestration.webapp import MAX_HOURS, create_app, parse_hours
+
+    assert parse_hours(None) == 6 and parse_hours("0.5") == 0.5 and parse_hours(str(MAX_HOURS)) == MAX_HOURS
+    for bad in ("abc", "0", "-1", "nan", "inf", str(MAX_HOURS + 1), ""):
+        with pytest.raises(ValueError, match=f"^hours must be a number above 0 and at most {MAX_HOURS}, got {bad!r}$"):
+            parse_hours(bad)
+    home = make_home(tmp_path / "home")
+    settings = dataclasses.replace(load_settings({}), home=home, storage_root=str(home / "data"))
+    client = TestClient(create_app(settings))
+    answer = client.get("/api/stores/player_stats/history", params={"hours": "x"})
+    assert answer.status_code == 400 and answer.json()["detail"].startswith("hours must be a number")
+    answer = client.get("/api/stores/nope/history")
+    assert answer.status_code == 404
+    assert answer.json()["detail"] == f"unknown store 'nope'; declared stores: {', '.join(list_stores(settings))}"
+
+
+def test_chart_draws_one_marker_per_point_inside_its_plot():
+    import re
+
+    from deltastate.orchestration.charts import HEIGHT, LEFT, RIGHT, WIDTH, format_value, nice_ceiling, svg_chart
+
+    assert [nice_ceiling(v) for v in (0, 0.3, 1, 7, 11, 240, 260, 999)] == [1, 0.5, 1, 10, 20, 250, 500, 1000]
+    assert format_value(1536, "bytes") == "1.5 KiB" and format_value(0.25, "s") == "250 ms"
+    assert format_value(12_500, "records") == "12.5k"
+    points = [[1_000_000 + i * 60_000, v] for i, v in enumerate((3, 0, 9, 4))]
+    svg = svg_chart("lag", "Consumer lag", "records", points, 1_000_000, 1_000_000 + 3 * 60_000)
+    circles = [(float(x), float(y)) for x, y in re.findall(r"<circle class='pt' cx='([\d.]+)' cy='([\d.]+)'", svg)]
+    assert len(circles) == 4 and "data-points='4'" in svg
+    assert circles[0][0] == LEFT and circles[-1][0] == WIDTH - RIGHT  # the window's ends
+    assert min(y for _, y in circles) == circles[2][1] and all(0 <= y <= HEIGHT for _, y in circles)  # 9 is highest
+    bars = svg_chart("dead_letters", "Dead letters", "records", points, 1_000_000, 1_000_000 + 3 * 60_000, bars=True)
+    assert bars.count("<rect class='pt'") == 4 and "<polyline" not in bars
+
+
+def test_history_uses_the_engine_checkpoint_names():
+    from deltastate.changelog.history import CHECKPOINT_LINEAGE_FILE, CHECKPOINT_QUERY
+    from deltastate.engine.common.lineage import LINEAGE_FILE
+    from deltastate.engine.common.source import QUERY
+
+    assert (CHECKPOINT_LINEAGE_FILE, CHECKPOINT_QUERY) == (LINEAGE_FILE, QUERY)
