@@ -18,7 +18,8 @@ from pathlib import Path
 import click
 
 from deltastate.cli.errors import settings_of
-from deltastate.orchestration.actions import ACTIONS, as_dict, perform
+from deltastate.orchestration.actions import ACTIONS, perform
+from deltastate.orchestration.actions import figures as report_figures
 
 
 @click.command("job")
@@ -44,7 +45,7 @@ def job(ctx: click.Context, action: str, store: str, report_file: Path, topic: s
         figures = {"error": f"{type(exc).__name__}: {exc}"}
         detail = getattr(exc, "report", None)
         if detail is not None:
-            figures["validation"] = as_dict(detail)
+            figures["validation"] = report_figures(detail)
         code = 1
     figures = {"action": action, "store": store, "driver_seconds": round(time.monotonic() - started, 3), **figures}
     text = json.dumps(figures, default=str, sort_keys=True)
