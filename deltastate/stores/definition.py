@@ -86,8 +86,8 @@ class ChangelogOptions:
 @dataclass(frozen=True)
 class WindowSpec:
     """Kafka Streams TimeWindows: epoch-aligned [start, start + size), a new window every advance
-    (advance == size: tumbling). A window closes when stream time >= end + grace; it leaves the
-    queryable state when its end is at or before stream time - retention."""
+    (advance == size: tumbling). A window closes when stream time >= end + grace; retention is
+    Kafka Streams' window store's (changelog/rules.py)."""
 
     size_ms: int
     advance_ms: int
@@ -102,8 +102,8 @@ class WindowSpec:
 @dataclass(frozen=True)
 class SessionSpec:
     """Kafka Streams SessionWindows: events at most gap apart share a session (inclusive, as
-    findSessions); a session closes when stream time - grace passes its end; it leaves the state
-    after retention."""
+    findSessions); an event is late when its merged session ends before stream time - grace - gap
+    (engine/windowed/lateness.py); retention is Kafka Streams' session store's (changelog/rules.py)."""
 
     gap_ms: int
     grace_ms: int

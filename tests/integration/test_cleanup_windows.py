@@ -60,10 +60,11 @@ def test_window_retention_tombstones_expired_windows(spark, make_settings) -> No
     ensure_tables(spark, settings, store)
     st0, st1 = 10 * H, 2 * H  # stream time of partitions 0 and 1; partition 3 has none
     v = {"count": 1, "sum_price": 1.0, "min_price": 1.0, "max_price": 1.0, "avg_price": 1.0, "volume": 1}
+    # Kafka Streams' window store reads from its newest window start (st0) - retention + 1.
     entries = [  # (entry, expired?) labelled by hand
-        (_entry("AAA", 0, st0 - H - 5_001, st0 - H - 1, 3, **v), True),  # ends 1 ms before the horizon
-        (_entry("AAA", 0, st0 - H - 5_000, st0 - H, 3, **v), True),  # ends exactly at it: gone, as in snapshots
-        (_entry("AAA", 0, st0 - H - 4_999, st0 - H + 1, 3, **v), False),  # ends 1 ms after it: retained
+        (_entry("AAA", 0, st0 - H - 1_000, st0 - H + 4_000, 3, **v), True),  # ends after the horizon, starts before
+        (_entry("AAA", 0, st0 - H, st0 - H + 5_000, 3, **v), True),  # starts exactly at it: gone, as in snapshots
+        (_entry("AAA", 0, st0 - H + 1_000, st0 - H + 6_000, 3, **v), False),  # the next start: retained
         (_entry("AAA", 0, st0 - 5_000, st0, 4, **v), False),  # open
         (_entry("BBB", 1, 0, 30 * M, 1, **v), True),
         (_entry("BBB", 1, 30 * M, 30 * M + 5_000, 2, **v), True),
