@@ -23,6 +23,11 @@ if [ "${browser//[[:space:]]/}" = 1 ] && ! { command -v chromium >/dev/null && c
   echo "setup: installing chromium and chromium-driver (apt-get)" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
+# The metrics test runs Debian's Prometheus and Pushgateway against the Grafana dashboard's queries.
+if [ "${browser//[[:space:]]/}" = 1 ] && ! { command -v prometheus >/dev/null && command -v prometheus-pushgateway >/dev/null; }; then
+  echo "setup: installing prometheus and prometheus-pushgateway (apt-get)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-pushgateway >/dev/null
+fi
 # The query bench drives the service with wrk; `make bench-query` sets DELTASTATE_WRK=1.
 wrk_wanted="${DELTASTATE_WRK:-0}"
 if [ "${wrk_wanted//[[:space:]]/}" = 1 ] && ! command -v wrk >/dev/null; then
