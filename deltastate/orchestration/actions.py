@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltastate.config import Settings
-from deltastate.maintenance.listener import RestoreMode
 from deltastate.report import Report
+
+if TYPE_CHECKING:  # the DAG processor imports this module: no pyspark (deltastate.maintenance loads it)
+    from deltastate.maintenance.listener import RestoreMode
 
 MIGRATION_STEPS = ("plan", "start", "status", "cutover", "rollback", "retire")
 ACTIONS = ("run", "compact", "cleanup", "restore", "publish", *(f"migrate_{s}" for s in MIGRATION_STEPS))
