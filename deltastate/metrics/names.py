@@ -85,8 +85,6 @@ CHANGELOG_BYTES = Gauge("deltastate_changelog_bytes", "Bytes of the changelog's 
 CHANGELOG_FILES = Gauge("deltastate_changelog_files", "Live data files of the changelog", ("store",), registry=JOBS)
 DIRTY_RATIO = Gauge("deltastate_changelog_dirty_ratio", "Share of changelog records that are no longer state",
                     ("store",), registry=JOBS)
-TOMBSTONES_PENDING = Gauge("deltastate_changelog_tombstones_pending",
-                           "Tombstones the last compaction kept (within their retention)", ("store",), registry=JOBS)
 LAST_COMPACTION = Gauge("deltastate_last_compaction_timestamp_seconds", "Unix time of the last compaction",
                         ("store",), registry=JOBS)
 LAST_CLEANUP = Gauge("deltastate_last_cleanup_timestamp_seconds", "Unix time of the last cleanup", ("store",),
@@ -136,7 +134,7 @@ PUSHED = {
             COMMITTED_OFFSET, END_OFFSET, LAG, E2E, BATCH_PHASE, BATCH_SECONDS, TRIGGER_PHASE, INPUT_RATE,
             PROCESS_RATE, STATE_ROWS, STATE_BYTES, ROCKSDB_GET, ROCKSDB_PUT, ROCKSDB_SST, ROCKSDB_PINNED,
             ROCKSDB_HIT_RATIO, ROCKSDB_STALL, ROCKSDB_COMMIT, ROCKSDB_BYTES),
-    "compact": (CHANGELOG_RECORDS, CHANGELOG_BYTES, CHANGELOG_FILES, DIRTY_RATIO, TOMBSTONES_PENDING, LAST_COMPACTION,
+    "compact": (CHANGELOG_RECORDS, CHANGELOG_BYTES, CHANGELOG_FILES, DIRTY_RATIO, LAST_COMPACTION,
                 COMPACTION_DROPPED),
     "cleanup": (LAST_CLEANUP, CLEANUP_EXPIRED),
     "restore": (RESTORE_REMAINING, RESTORE_RESTORED, RESTORE_RATE, RESTORE_SECONDS),
