@@ -17,6 +17,8 @@ imports nothing heavy until one is called (the query service imports the package
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -73,6 +75,21 @@ def record_migration(settings: Settings, report: R) -> R:
     from deltastate.metrics.jobs import record_migration as record
 
     return record(settings, report)  # type: ignore[arg-type,return-value]
+
+
+def migration_step(step: Callable[..., R]) -> Callable[..., R]:
+    """Decorates a migration step (start, status, cutover, rollback, retire): its StepReport is
+    recorded with the Settings among the step's arguments."""
+
+    @wraps(step)
+    def recorded(*args: Any, **kwargs: Any) -> R:
+        from deltastate.config import Settings
+
+        report = step(*args, **kwargs)
+        settings = next((a for a in (*args, *kwargs.values()) if isinstance(a, Settings)), None)
+        return report if settings is None else record_migration(settings, report)
+
+    return recorded
 
 
 def record_snapshot(settings: Settings, info: R) -> R:

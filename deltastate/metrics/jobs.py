@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # The phases a migration can be in (stores/fence.py), each exported as its own series so a
 # dashboard shows the current one as 1 and the others as 0.
-MIGRATION_PHASES = ("building", "cutover", "cut_over", "rolled_back", "retired")
+MIGRATION_PHASES = ("building", "cutover", "cut-over", "rolled-back", "retired")
 
 
 def _finished(kind: str, store: str, seconds: float) -> None:
