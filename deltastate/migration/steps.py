@@ -18,6 +18,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from deltastate import metrics
 from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_windowed
 from deltastate.changelog.reader import state_columns
 from deltastate.changelog.tables import ensure_tables
@@ -74,6 +75,7 @@ def _pair(settings: Settings, name: str, migration: dict[str, Any]) -> tuple[Sto
     return load_store(settings, name, int(migration["from"])), load_store(settings, name, int(migration["to"]))
 
 
+@metrics.migration_step
 def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
           progress: BatchListener | None = None) -> StepReport:
     """Builds version `to_version` beside the live one and runs it once to the topic's end;
@@ -140,6 +142,7 @@ def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
     return out
 
 
+@metrics.migration_step
 def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Phase, and per partition the next offset each version processes and the new version's lag."""
     control, migration = _migration(settings, name)
@@ -159,6 +162,7 @@ def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
                        "seeded_rows": migration.get("seeded_rows")})
 
 
+@metrics.migration_step
 def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S,
             progress: BatchListener | None = None) -> StepReport:
     """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
@@ -190,6 +194,7 @@ def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float
                       {"checks": report.to_dict(), "seconds": round(time.monotonic() - started, 2)})
 
 
+@metrics.migration_step
 def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Makes the old version current again; its stream resumes from its own checkpoint."""
     control, migration = _migration(settings, name)
@@ -203,6 +208,7 @@ def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     return StepReport(name, "rollback", old.value_version, new.value_version, ROLLED_BACK)
 
 
+@metrics.migration_step
 def retire(settings: Settings, name: str, *, hold_s: float | None = None) -> StepReport:
     """Deletes the old version's tables and checkpoint once the hold period since cutover has passed."""
     control, migration = _migration(settings, name)
