@@ -195,7 +195,7 @@ def store_history(settings: Settings, store_name: str, hours: float, now_ms: int
         batch_s = None if b.started_ms is None else max(0.001, (b.at_ms - b.started_ms) / 1000)
         if batch_s is not None:
             points["batch_s"].append([b.at_ms, round(batch_s, 3)])
-            points["records_per_s"].append([b.at_ms, round(b.counts["records_in"] / batch_s, 1)])
+            points["records_per_s"].append([b.at_ms, round(b.counts["records_in"] / batch_s, 3)])
         if b.stream_time_ms is not None:
             points["freshness_s"].append([b.at_ms, round((b.at_ms - b.stream_time_ms) / 1000, 3)])
         points["dead_letters"].append([b.at_ms, b.counts["dead_lettered"]])

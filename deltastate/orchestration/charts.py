@@ -25,7 +25,7 @@ def nice_ceiling(value: float) -> float:
 
 
 def format_value(value: float, unit: str) -> str:
-    """Short label: 1.2k, 3.4M; bytes in KiB/MiB/GiB; seconds below 1 in ms."""
+    """Short label: 1.2k, 3.4M; bytes in KiB/MiB/GiB; seconds in ms below 1, in min or h above 2 min."""
     if unit == "bytes":
         for size, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
             if abs(value) >= size:
@@ -33,14 +33,16 @@ def format_value(value: float, unit: str) -> str:
         return f"{value:.0f} B"
     if unit == "s" and 0 < abs(value) < 1:
         return f"{value * 1000:.3g} ms"
+    if unit == "s" and abs(value) >= 120:  # freshness of an idle store reads in minutes or hours
+        return f"{value / 3600:.3g} h" if abs(value) >= 7200 else f"{value / 60:.3g} min"
     for size, name in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= size:
             return f"{value / size:.3g}{name}"
     return f"{value:.3g}"
 
 
-def _clock(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M")
+def _clock(ms: int, seconds: bool = False) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S" if seconds else "%H:%M")
 
 
 def svg_chart(name: str, title: str, unit: str, points: list[list], since_ms: int, until_ms: int,
@@ -66,9 +68,10 @@ def svg_chart(name: str, title: str, unit: str, points: list[list], since_ms: in
     for i in range(5):  # x labels, UTC clock time
         ms = since_ms + span * i // 4
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"
-        parts.append(f"<text class='xlabel' x='{x(ms):.1f}' y='{HEIGHT - 10}' text-anchor='{anchor}'>{_clock(ms)}</text>")
+        parts.append(f"<text class='xlabel' x='{x(ms):.1f}' y='{HEIGHT - 10}' text-anchor='{anchor}'>"
+                     f"{_clock(ms, seconds=span < 20 * 60_000)}</text>")  # minutes repeat on a short axis
     parts.append(f"<line class='axis' x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{y(0):.1f}' y2='{y(0):.1f}'/>")
-    label = lambda ms, v: f"<title>{_clock(ms)} UTC: {html.escape(format_value(v, unit))} {html.escape(unit)}</title>"  # noqa: E731
+    label = lambda ms, v: f"<title>{_clock(ms, seconds=True)} UTC: {html.escape(format_value(v, unit))} {html.escape(unit)}</title>"  # noqa: E731
     if bars:
         for ms, v in points:
             h = y(0) - y(v)

@@ -28,13 +28,17 @@ def _epoch_ms(iso: str) -> int:
 def render_store_page(history: dict[str, Any]) -> str:
     store = html.escape(history["store"])
     since, until = _epoch_ms(history["since"]), _epoch_ms(history["until"])
+    # The charts share one time axis: from the oldest point drawn (a little before it) to now, so a
+    # store that started minutes ago is not squeezed into the window's last pixels.
+    oldest = min((s["points"][0][0] for s in history["series"].values() if s["points"]), default=since)
+    start = max(since, oldest - (until - oldest) // 30)
     figures = []
     for name, series in history["series"].items():
         points = series["points"]
         caption = (f"<figcaption>{html.escape(series['title'])} <small>({html.escape(series['unit'])}, "
                    f"{len(points)} points)</small></figcaption>")
         if points:
-            body = svg_chart(name, series["title"], series["unit"], points, since, until, bars=name in BARS)
+            body = svg_chart(name, series["title"], series["unit"], points, start, until, bars=name in BARS)
         else:
             body = f"<p class='note' id='note-{name}'>no data: {html.escape(history['notes'].get(name, ''))}</p>"
         figures.append(f"<figure id='figure-{name}'>{caption}{body}</figure>")

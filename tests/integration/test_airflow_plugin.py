@@ -82,6 +82,7 @@ def test_chart_draws_one_marker_per_point_inside_its_plot():
 
     assert [nice_ceiling(v) for v in (0, 0.3, 1, 7, 11, 240, 260, 999)] == [1, 0.5, 1, 10, 20, 250, 500, 1000]
     assert format_value(1536, "bytes") == "1.5 KiB" and format_value(0.25, "s") == "250 ms"
+    assert format_value(1500, "s") == "25 min" and format_value(36_000, "s") == "10 h"
     assert format_value(12_500, "records") == "12.5k"
     points = [[1_000_000 + i * 60_000, v] for i, v in enumerate((3, 0, 9, 4))]
     svg = svg_chart("lag", "Consumer lag", "records", points, 1_000_000, 1_000_000 + 3 * 60_000)
