@@ -4,9 +4,11 @@
               multi-key get's keys per second;
   in-process  get, top and range through the service's read path (lease, freshness, read) from
               client threads, without HTTP;
-  wrk         point gets over HTTP from wrk against `deltastate serve --workers N` and against a
-              bare FastAPI app of the same worker count (the floor of the web stack), with the ratio
-              and the server's resident size;
+  wrk         point gets over HTTP from wrk against `deltastate serve --workers N` (its fast path for
+              point reads on, and off: DELTASTATE_FAST_PATH=0, every request through FastAPI) and
+              against a bare FastAPI app of the same worker count (the floor of the web stack), with
+              the ratios, the server CPU time per request and the server's resident size; and the
+              top 100 (a leaderboard read, which FastAPI routes) against both serves;
   spark-sql   the same point gets answered by Spark SQL reading a Delta table of the same rows (the
               "ask the database" approach interactive queries replace), and the ratio.
 
@@ -188,10 +190,11 @@ class QueryBench:
         out += self.direct
         out += [c.line() for c in self.cells]
         out += [c.line() for c in self.load]
-        for serve in (c for c in self.load if c.target == "serve"):
+        for serve in (c for c in self.load if c.target.startswith("serve") and c.op == "get"):
             floor = next((c for c in self.load if c.target == "floor" and c.connections == serve.connections), None)
             if floor and floor.requests_per_s:
-                out.append(f"  c={serve.connections}: deltastate serve --workers {self.workers} at "
+                path = "fast path" if serve.target == "serve" else "FastAPI only"
+                out.append(f"  c={serve.connections}: deltastate serve --workers {self.workers} ({path}) at "
                            f"{serve.requests_per_s / floor.requests_per_s:.2f}x the bare FastAPI floor")
         if self.serve_rss_mb is not None:
             out.append(f"  deltastate serve --workers {self.workers} resident size: {self.serve_rss_mb:,.0f} MB")
@@ -251,14 +254,21 @@ def http_load(settings: Settings, keys: int, concurrency: tuple[int, ...], secon
         echo("  wrk not installed (apt-get install wrk, or `DELTASTATE_WRK=1 bash scripts/setup.sh`): no wrk cells")
         return
     figures.workers = workers
-    for target in ("serve", "floor"):
-        proc = load.start_serve(settings, port, workers) if target == "serve" else load.start_floor(port, workers, keys)
+    for target in ("serve", "serve-fastapi", "floor"):
+        if target == "floor":
+            proc = load.start_floor(port, workers, keys)
+        else:
+            proc = load.start_serve(settings, port, workers, fast_path=target == "serve")
         try:
-            asked = keys if target == "serve" else min(keys, load.FLOOR_KEYS)
+            asked = keys if target != "floor" else min(keys, load.FLOOR_KEYS)
             load.run_wrk(target, port, asked, 16, 3)  # untimed: every worker opens its snapshot and maps its index
             for c in concurrency:
-                figures.load.append(load.run_wrk(target, port, asked, c, seconds))
+                figures.load.append(load.run_wrk(target, port, asked, c, seconds, pid=proc.pid))
                 echo(figures.load[-1].line())
+            if target != "floor":
+                for c in sorted({1, 16} & set(concurrency)) or [concurrency[0]]:
+                    figures.load.append(load.run_wrk(target, port, asked, c, seconds, op="top100", pid=proc.pid))
+                    echo(figures.load[-1].line())
             if target == "serve":
                 figures.serve_rss_mb = load.tree_rss_mb(proc.pid)
         finally:

@@ -1,9 +1,10 @@
 """The interactive-query service: `create_app(settings, options)` builds the FastAPI app.
 
-One ASGI middleware does what every request needs before and after routing: the bearer token
-(auth.py), latency and error metrics per route template (metrics.py). deltastate's errors become
-typed JSON answers (answers.py); FastAPI's parameter validation errors become 400s that name the
-parameter, like every other bad parameter here.
+Two pure ASGI middlewares run before routing, outermost first: ServiceMiddleware does what every
+request needs, the bearer token (auth.py) and latency and error metrics per route template
+(metrics.py); FastPath (fastpath.py, unless options.fast_path is off) answers point reads without
+FastAPI's routing. deltastate's errors become typed JSON answers (answers.py); FastAPI's parameter
+validation errors become 400s that name the parameter, like every other bad parameter here.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from deltastate.config import Settings
 from deltastate.errors import DeltastateError
 from deltastate.service.answers import JSONAnswer, error_answer, parameter_error
 from deltastate.service.auth import authorized
+from deltastate.service.fastpath import FastPath
 from deltastate.service.options import ServiceOptions
 from deltastate.service.routes import router
 from deltastate.service.state import ServiceState
@@ -44,9 +46,8 @@ class ServiceMiddleware:
             return
         started = time.perf_counter()
         status = 500
-        headers = dict(scope.get("headers") or [])
         token = self.state.options.api_token
-        if not authorized(token, scope["path"], (headers.get(b"authorization") or b"").decode("latin-1") or None):
+        if token is not None and not authorized(token, scope["path"], _authorization(scope)):
             answer = JSONAnswer({"error": {"type": "unauthorized", "message": "a valid bearer token is required"}},
                                 status_code=401, headers={"WWW-Authenticate": 'Bearer realm="deltastate"'})
             await answer(scope, receive, send)
@@ -68,6 +69,15 @@ class ServiceMiddleware:
         route = scope.get("route")
         endpoint = getattr(route, "path", None) or "unmatched"
         self.state.metrics.observe(endpoint, scope.get("method", ""), status, time.perf_counter() - started, error)
+
+
+def _authorization(scope: Scope) -> str | None:
+    """The Authorization header (the last one, as a dict of the headers would keep), or None."""
+    found = None
+    for name, value in scope.get("headers") or ():
+        if name == b"authorization":
+            found = value
+    return (found.decode("latin-1") or None) if found is not None else None
 
 
 def create_app(settings: Settings, options: ServiceOptions | None = None) -> FastAPI:
@@ -110,6 +120,9 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
         request.state.error_type = kind
         return answer
 
+    # add_middleware puts the last one added outermost: auth and metrics see both paths alike.
+    if state.options.fast_path:
+        app.add_middleware(FastPath, api=app, state=state)
     app.add_middleware(ServiceMiddleware, state=state)
     return app
 
