@@ -15,9 +15,21 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__API__PORT="${AIRFLOW_PORT:-8080}"
 # Task processes report to the execution API on the same port.
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://127.0.0.1:$AIRFLOW__API__PORT/execution/"
+# Airflow's own metrics (dag runs, task durations, failures, scheduler heartbeats): OpenTelemetry
+# over OTLP/HTTP to deltastate's bridge, which serves them to Prometheus on /metrics.
+OTLP_PORT="${DELTASTATE_AIRFLOW_OTLP_PORT:-4318}"
+AIRFLOW_METRICS_PORT="${DELTASTATE_AIRFLOW_METRICS_PORT:-9465}"
+export AIRFLOW__METRICS__OTEL_ON=True
+export OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="http://127.0.0.1:$OTLP_PORT/v1/metrics"
+export OTEL_METRIC_EXPORT_INTERVAL="${OTEL_METRIC_EXPORT_INTERVAL:-10000}"
 mkdir -p "$AIRFLOW_HOME"
 uv run --frozen deltastate infra up
+uv run --frozen python -m deltastate.metrics.otlp_bridge --host 127.0.0.1 --otlp-port "$OTLP_PORT" \
+  --metrics-port "$AIRFLOW_METRICS_PORT" &
+BRIDGE=$!
+trap 'kill "$BRIDGE" 2>/dev/null || true' EXIT
 echo "airflow: UI on http://127.0.0.1:$AIRFLOW__API__PORT (user admin; password in" \
      "$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated once started)" >&2
 echo "airflow: Data Docs under $DELTASTATE_HOME/quality/gx/uncommitted/data_docs/local_site/index.html" >&2
-exec uv run --frozen airflow standalone
+echo "airflow: its metrics for Prometheus on http://127.0.0.1:$AIRFLOW_METRICS_PORT/metrics" >&2
+uv run --frozen airflow standalone
