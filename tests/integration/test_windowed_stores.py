@@ -1,6 +1,6 @@
 """Window and session stores end to end: seeded streams with out-of-order, late, deleting and
 merging records -> run --once (twice, with more records in between) -> publish -> the snapshot
-equals tests/reference_windowed.py computed from the same records; late records are dead letters
+equals tests/support/reference_windowed.py (Kafka Streams' rules) computed from the same records; late records are dead letters
 with reason 'late' and bad records of each kind with their own reason, each with its raw bytes; and
 records in = applied + dead-lettered. Between the runs, window fetch and findSessions answer over
 REST and the CLI as the reference does (tests/window_reads.py), and fresh reads see the second run
@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from support.reference import ReferenceTopic
 from support.reference_windowed import SPECS, Outcome, run
 from support.window_reads import changed_keys, key_reads, ranged_reads
-from support.windowed import assert_state_equal, snapshot_rows, workload
+from support.windowed import assert_state_equal, audit_totals, dead_letters, snapshot_rows, workload
 
 from deltastate.engine import run_store
 from deltastate.ingest.partitioner import partition_for
@@ -52,16 +52,7 @@ def with_bad_records(good: Produced, max_value_bytes: int) -> tuple[Produced, di
 
 def audit_and_late(spark, settings, store: str) -> tuple[dict, dict[tuple[int, int], tuple[bytes, bytes]]]:
     """The audit's totals, and the late dead letters: (partition, offset) -> raw (key, value)."""
-    audit = spark.read.format("delta").load(settings.table_path(store, "intake")).selectExpr(
-        "sum(records_in) AS records_in", "sum(applied) AS applied", "sum(dead_lettered) AS dead_lettered",
-        "sum(late) AS late").first().asDict()
-    return audit, dead_letters(spark, settings, store, "reason = 'late'")
-
-
-def dead_letters(spark, settings, store: str, where: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
-    return {(r["partition"], r["offset"]): (bytes(r["key"]), bytes(r["value"]))
-            for r in spark.read.format("delta").load(settings.table_path(store, "deadletter"))
-            .where(where).select("partition", "offset", "key", "value").collect()}
+    return audit_totals(spark, settings, store), dead_letters(spark, settings, store, "reason = 'late'")
 
 
 def produced_late(expected: Outcome) -> dict[tuple[int, int], tuple[bytes, bytes]]:

@@ -1,6 +1,6 @@
 """Shared pieces of the window and session store tests: the seeded workloads (out of order within
-grace, a few late beyond it, deletes, merging sessions), the published snapshot's entries, and the
-comparison with a reference state."""
+grace, a few late beyond it, deletes, merging sessions), the published snapshot's entries, the
+audit's totals and dead letters, and the comparison with a reference state."""
 
 from __future__ import annotations
 
@@ -42,3 +42,17 @@ def assert_state_equal(actual: dict, expected: dict) -> None:
                 assert math.isclose(got, want, rel_tol=1e-9), (entry, name, got, want)
             else:
                 assert got == want, (entry, name, got, want)
+
+
+def audit_totals(spark, settings, store: str) -> dict:
+    """The intake audit's records_in, applied, dead_lettered and late, summed over every batch."""
+    return spark.read.format("delta").load(settings.table_path(store, "intake")).selectExpr(
+        "sum(records_in) AS records_in", "sum(applied) AS applied", "sum(dead_lettered) AS dead_lettered",
+        "sum(late) AS late").first().asDict()
+
+
+def dead_letters(spark, settings, store: str, where: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    """(partition, offset) -> raw (key, value) of the dead letters matching `where`."""
+    return {(r["partition"], r["offset"]): (bytes(r["key"]), bytes(r["value"]))
+            for r in spark.read.format("delta").load(settings.table_path(store, "deadletter"))
+            .where(where).select("partition", "offset", "key", "value").collect()}
