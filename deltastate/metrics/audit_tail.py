@@ -12,6 +12,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -54,14 +56,33 @@ class TailFollower:
         newest = self._log.newest_commit(self.path)
         if newest is None or (self.seen is not None and newest.version <= self.seen):
             return []
-        files = DeltaLog.tail_files(self.path, self.seen, newest.version)
+        first = 0 if self.seen is None else self.seen + 1
         self.seen = newest.version
         rows: list[dict] = []
-        for f in files:
-            table = pq.read_table(f.path, columns=[c for c in self.columns if c in pq.read_schema(f.path).names])
-            table = table.filter(pc.equal(table["lineage_id"], lineage_id))
-            rows.extend(table.to_pylist())
+        for path in appended_files(self.path, first, newest.version):
+            names = pq.read_schema(path).names
+            table = pq.read_table(path, columns=[c for c in self.columns if c in names])
+            rows.extend(table.filter(pc.equal(table["lineage_id"], lineage_id)).to_pylist())
         return rows
+
+
+def appended_files(table_path: str, first: int, last: int) -> list[Path]:
+    """Data files that commits first..last added as new data. OPTIMIZE's rewrites add files with
+    dataChange false (the same rows again) and are left out, so rows are never counted twice."""
+    root = local_dir(table_path)
+    assert root is not None
+    out: list[Path] = []
+    for version in range(first, last + 1):
+        commit = root / "_delta_log" / f"{version:020d}.json"
+        try:
+            lines = commit.read_text().splitlines()
+        except FileNotFoundError:
+            continue  # past log retention: that commit's rows are not counted
+        for line in lines:
+            add = json.loads(line).get("add") if line.strip() else None
+            if add and add.get("dataChange", True):
+                out.append(root / unquote(add["path"]))
+    return out
 
 
 def partition_batches(audit_rows: list[dict]) -> dict[int, list[PartitionBatch]]:

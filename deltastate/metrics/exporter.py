@@ -50,15 +50,15 @@ class StoreExporter:
 
     # -- batch reports ------------------------------------------------------------------------
     def on_batch(self, report: BatchReport) -> None:
-        self._worker.submit(self._guarded, self._record_batch, report)
+        self._worker.submit(self.guarded, self.record_batch, report)
 
-    def _guarded(self, fn, *args) -> None:
+    def guarded(self, fn, *args) -> None:
         try:
             fn(*args)
         except Exception:  # metrics never stop a store
             log.exception("store %s: metrics update failed", self.store.name)
 
-    def _record_batch(self, report: BatchReport) -> None:
+    def record_batch(self, report: BatchReport) -> None:
         m.COMMITS.labels(*self.run).inc()
         for op, n in report.changelog.items():
             m.CHANGELOG_WRITTEN.labels(*self.run, op).inc(n)
@@ -121,7 +121,7 @@ class StoreExporter:
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(LAG_REFRESH_S):
-            self._guarded(self.refresh_lag)
+            self.guarded(self.refresh_lag)
 
     def start_refreshing(self) -> None:
         self._refresher = threading.Thread(target=self._refresh_loop, daemon=True,
@@ -130,7 +130,7 @@ class StoreExporter:
 
     # -- Spark progress -----------------------------------------------------------------------
     def on_progress(self, fig: Figures) -> None:
-        self._worker.submit(self._guarded, self._record_progress, fig)
+        self._worker.submit(self.guarded, self._record_progress, fig)
 
     def _record_progress(self, fig: Figures) -> None:
         run = self.run
@@ -164,7 +164,9 @@ class StoreExporter:
 
     # -- the end ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Waits for the queued updates (the last batch's figures), then stops."""
+        """Waits for the queued updates (the last batch's figures), then stops; idempotent."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._worker.shutdown(wait=True)
         self.positions.close()

@@ -93,15 +93,35 @@ class ProgressRouter:
 
     def __init__(self) -> None:
         self._routes: dict[str, Route] = {}
+        self._ends: dict[str, Callable[[], None]] = {}
+        self._names: dict[str, str] = {}  # query id -> name (a termination event names only the id)
         self._lock = threading.Lock()
 
-    def add(self, name_prefix: str, route: Route) -> None:
+    def add(self, name_prefix: str, route: Route, on_end: Callable[[], None] | None = None) -> None:
         with self._lock:
             self._routes[name_prefix] = route
+            if on_end is not None:
+                self._ends[name_prefix] = on_end
 
     def remove(self, name_prefix: str) -> None:
         with self._lock:
             self._routes.pop(name_prefix, None)
+            self._ends.pop(name_prefix, None)
+
+    def started(self, query_id: str, name: str | None) -> None:
+        with self._lock:
+            self._names[query_id] = name or ""
+
+    def terminated(self, query_id: str) -> None:
+        """The query's run is over: its exporter stops (and is forgotten)."""
+        with self._lock:
+            name = self._names.pop(query_id, "")
+            prefixes = [p for p in self._routes if name and name.startswith(p)]
+            ends = [self._ends.pop(p) for p in prefixes if p in self._ends]
+            for p in prefixes:
+                self._routes.pop(p, None)
+        for end in ends:
+            end()
 
     def dispatch(self, progress_json: str) -> None:
         try:
@@ -128,7 +148,7 @@ def listen(spark) -> None:
 
     class _Listener(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            pass
+            ROUTER.started(str(event.id), event.name)
 
         def onQueryProgress(self, event) -> None:  # noqa: N802
             ROUTER.dispatch(event.progress.json)
@@ -137,7 +157,7 @@ def listen(spark) -> None:
             pass
 
         def onQueryTerminated(self, event) -> None:  # noqa: N802
-            pass
+            ROUTER.terminated(str(event.id))
 
     spark.streams.addListener(_Listener())
     _registered.add(id(spark))

@@ -37,7 +37,8 @@ def watch_run(spark: SparkSession, settings: Settings, store: StoreDefinition, l
         return on_batch
     _live[prefix] = exporter
     progress.listen(spark)
-    progress.ROUTER.add(prefix, exporter.on_progress)
+    # A continuous run's exporter stops with its query; a --once run's at exit (after its last push).
+    progress.ROUTER.add(prefix, exporter.on_progress, None if once else exporter.close)
     started = time.time()
 
     def done() -> None:
@@ -48,7 +49,7 @@ def watch_run(spark: SparkSession, settings: Settings, store: StoreDefinition, l
         # A --once run may end right after its last batch: each batch's figures are recorded and
         # pushed before the batch returns, and the last progress event is pushed at exit.
         def pushed(report: BatchReport) -> None:
-            exporter._guarded(exporter._record_batch, report)
+            exporter.guarded(exporter.record_batch, report)
             done()
             exposition.push(settings, "run", store.name)
             on_batch(report)
