@@ -70,6 +70,7 @@ class StoreExporter:
             self._record_totals(report)
         newest_hi: dict[int, int] = {}
         for p, batches in partition_batches(rows).items():
+            m.RECORDS_LATE.labels(*self.part(p)).inc(0)  # the series exists (at 0) for stores without lateness
             for b in batches:
                 if b.counts is not None:
                     m.RECORDS_IN.labels(*self.part(p)).inc(b.counts[0])
