@@ -1,5 +1,5 @@
 """docker-compose.yml cannot run here (no Docker engine), so it is checked statically: the services
-#5 asks for exist, every mount and build file is in the repository, every command names a real
+the project runs exist, every mount and build file is in the repository, every command names a real
 entry point (an Airflow subcommand, a deltastate CLI command, a Spark class in the pinned pyspark),
 every published port is unique, Prometheus scrapes every deltastate process and the Pushgateway, and
 Grafana is provisioned with the dashboard in the repository."""
