@@ -65,7 +65,7 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
                   "end_offsets": ends,
                   "lag": {p: max(0, ends[p] - offsets.get(p, 0)) for p in sorted(ends)}}
     if not is_windowed(store) and out.checkpoint["committed_batch"] is not None:
-        out.state_shards = _state_shards(spark, checkpoint / QUERY)
+        out.state_shards = _state_shards(spark, store.name, checkpoint / QUERY, out.checkpoint["committed_batch"])
     out.changelog = _changelog(spark, settings, store)
     out.snapshots = _snapshots(settings, store.name)
     out.dead_letters = _dead_letters(spark, settings, store)
@@ -131,10 +131,11 @@ def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def _state_shards(spark: SparkSession, query: Path) -> list[dict[str, Any]]:
+def _state_shards(spark: SparkSession, store: str, query: Path, batch_id: int) -> list[dict[str, Any]]:
     """Rows per shard from Spark's state data source; bytes from the shard's checkpoint files."""
-    from deltastate.engine.keyvalue.state_read import state_store_reader  # pyspark only when Spark reads
+    from deltastate.engine.keyvalue.state_read import check_state_files, state_store_reader  # pyspark when read
 
+    check_state_files(store, str(query), batch_id)
     rows = {int(r["partition_id"]): int(r["count"]) for r in
             state_store_reader(spark).load(str(query)).groupBy("partition_id").count().collect()}
     shards = []

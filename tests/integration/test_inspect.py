@@ -1,16 +1,23 @@
 """`deltastate inspect` describes a real store on disk: its figures agree with the produced records
-(the reference), the topic's lag, the tables read directly, and the restore that measured a rate."""
+(the reference), the topic's lag, the tables read directly, and the restore that measured a rate.
+Run as a user runs it too: `deltastate inspect` in a new process, whose Spark session has never
+started a streaming query, after one micro-batch and after several."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from support.reference import expected
 from support.store_checks import STORE, event, generated, new_topic, produce
 
+from deltastate.bench.soak import child_env
 from deltastate.cli.main import cli
 from deltastate.engine import run_store
 from deltastate.maintenance.inspect import inspect_store
@@ -19,6 +26,7 @@ from deltastate.snapshot import publish_snapshot
 from deltastate.stores.state import PROVIDERS
 
 pytestmark = pytest.mark.integration
+DELTASTATE = str(Path(sys.executable).parent / "deltastate")
 
 
 def ends(records) -> dict[int, int]:
@@ -74,3 +82,54 @@ def test_inspect_reports_a_real_store(broker, spark, make_settings, topic):
     printed = CliRunner().invoke(cli, ["inspect", STORE, "--json"], obj=settings)
     assert printed.exit_code == 0, printed.output
     assert json.loads(printed.output)["changelog"]["live_keys"] == len(exp.state)
+
+
+def inspect_in_new_process(settings, code: int = 0) -> subprocess.CompletedProcess:
+    """`deltastate inspect STORE --json` as a user runs it: its own process and Spark session."""
+    proc = subprocess.run([DELTASTATE, "inspect", STORE, "--json"], env=child_env(settings), capture_output=True,
+                          text=True, timeout=600)
+    for stream in (proc.stdout, proc.stderr):
+        assert "at org.apache" not in stream and "Traceback" not in stream, stream[-3000:]
+    assert proc.returncode == code, proc.stderr[-3000:]
+    return proc
+
+
+def shard_rows(spark, settings) -> dict[int, int]:
+    """Rows per state shard, read here with Spark's state data source directly."""
+    path = f"{settings.checkpoint_path(STORE)}/stream"
+    return {int(r["partition_id"]): int(r["count"])
+            for r in spark.read.format("statestore").load(path).groupBy("partition_id").count().collect()}
+
+
+def test_inspect_in_a_new_process_after_one_batch_and_after_several(broker, spark, make_settings, topic):
+    settings = make_settings()
+    ref = new_topic(settings, broker, topic)
+    produce(settings, topic, generated(600, 50, seed=21, tombstones=0.05), ref)
+    first = run_store(settings, STORE, once=True, topic=topic)
+    assert first.batches == 1
+
+    seen = json.loads(inspect_in_new_process(settings).stdout)  # the JSON alone: Spark logs to stderr
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert seen["checkpoint"]["committed_batch"] == 0
+    assert {int(p): o for p, o in seen["source"]["committed_offsets"].items()} == ends(ref.records)
+    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shard_rows(spark, settings)
+    assert seen["changelog"]["live_keys"] == len(exp.state)
+
+    # Several more micro-batches (a bounded read per trigger), then a new process again.
+    produce(settings, topic, generated(900, 50, seed=22, tombstones=0.05), ref)
+    more = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=200)
+    assert more.batches >= 3
+    seen = json.loads(inspect_in_new_process(settings).stdout)  # the JSON alone: Spark logs to stderr
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert seen["checkpoint"]["committed_batch"] == seen["checkpoint"]["planned_batch"] >= 3
+    assert {int(p): o for p, o in seen["source"]["committed_offsets"].items()} == ends(ref.records)
+    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shard_rows(spark, settings)
+    assert sum(s["rows"] for s in seen["state_shards"]) >= len(exp.state)
+    assert seen["changelog"]["live_keys"] == len(exp.state)
+
+    # A shard's state folder lost: one line says what is missing and what to do, exit status 2.
+    shutil.rmtree(Path(settings.checkpoint_path(STORE), "stream", "state", "0", "1"))
+    proc = inspect_in_new_process(settings, code=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.stdout == "" and last.startswith("error: store 'player_stats'") and "shard(s) [1]" in last, last
+    assert f"deltastate restore {STORE}" in last

@@ -10,6 +10,7 @@ position and the layout is checked before use.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +51,23 @@ def state_store_reader(spark: SparkSession) -> DataFrameReader:
     return spark.read.format("statestore")
 
 
+def check_state_files(store: str, query_checkpoint: str, batch_id: int) -> None:
+    """Refuses, naming what is missing and what to do, a checkpoint whose Spark state cannot be read:
+    Spark's reader needs one folder with files per shard (the batch's shuffle partitions, from its
+    offset log entry) of the aggregation's operator, and a state folder deleted or copied in part
+    would otherwise end in a JVM error per shard."""
+    lines = Path(query_checkpoint, "offsets", str(batch_id)).read_text().splitlines()
+    shards = int(json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"])
+    state = Path(query_checkpoint, "state", "0")
+    missing = [p for p in range(shards) if not (state / str(p)).is_dir()
+               or not any(f.name[0].isdigit() for f in (state / str(p)).iterdir())]
+    if missing:
+        raise CheckpointMismatchError(
+            f"store {store!r}: the checkpoint's Spark state has no files for shard(s) {missing} of {shards} under "
+            f"{state}, so batch {batch_id}'s state cannot be read; rebuild the checkpoint with "
+            f"`deltastate restore {store}`")
+
+
 def newest_committed_batch(query_checkpoint: str) -> tuple[int, datetime] | None:
     commits = [p for p in Path(query_checkpoint, "commits").glob("*") if p.name.isdigit()]
     if not commits:
@@ -72,6 +90,7 @@ def read_state(spark: SparkSession, settings: Settings, store: StoreDefinition) 
     if newest is None:
         return StateRead(None, None, None)
     batch_id, committed_at = newest
+    check_state_files(store.name, query_checkpoint, batch_id)
     raw = state_store_reader(spark).option("batchId", batch_id).load(query_checkpoint)
     slots = len(store.aggregations) + 1  # the value fields, then the event time
     value = _positional(store, raw.schema["value"].dataType, slots)
