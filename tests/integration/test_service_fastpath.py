@@ -168,7 +168,7 @@ def test_auth_is_the_same(world, servers) -> None:
     key = sorted(world["published"].state)[0]
     before = counted(servers)
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"},
-                    {"Authorization": TOKEN}, {"Authorization": f"bearer {TOKEN}"}, {"Authorization": f"Bearer  {TOKEN} "}):
+                    {"Authorization": TOKEN}, {"Authorization": f"bearer {TOKEN}"}, {"Authorization": f"Bearer  {TOKEN}"}):
         for method, path, extra in (("GET", f"/stores/{STORE}/keys/{key}", {}),
                                     ("GET", f"/stores/{STORE}/keys/{key}/rank", {}),
                                     ("POST", f"/stores/{STORE}/keys:batchGet", {"json": {"keys": [key]}})):
