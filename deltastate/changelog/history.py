@@ -6,7 +6,8 @@ Per micro-batch (one intake audit row each), at the time its audit commit landed
                  current checkpoint, while it keeps the batch) to its audit commit
   freshness_s    the audit commit's time - the newest event time applied so far (stream time)
   lag            records behind: per partition, the topic's offset at the commit's time (Kafka's
-                 offsets_for_times) minus the position after the batch; the last point is the lag now
+                 offsets_for_times) minus the position after the batch (Spark's offset log, else the
+                 audit's offset ranges); the last point is the lag now
   dead_letters   records of the batch dead-lettered
 and per commit of the changelog: state_rows and state_bytes, the rows and bytes of its live files.
 Rows come from the parquet files the Delta logs name (log_replay.py); pyarrow reads them.
@@ -176,7 +177,9 @@ def _lag(settings: Settings, topic: str, batches: list[AuditBatch], now_ms: int,
         return [], f"Kafka at {settings.kafka_bootstrap} did not answer for topic {topic!r}: {exc}"
 
     def behind(b: AuditBatch, offsets: dict[int, int]) -> int:
-        return sum(max(0, end - b.positions.get(p, 0)) for p, end in offsets.items())
+        # A partition the lineage's position is not known for (no batch of it in the window, no
+        # offset log entry) is left out rather than counted whole.
+        return sum(max(0, end - b.positions[p]) for p, end in offsets.items() if p in b.positions)
 
     points = [[b.at_ms, behind(b, o)] for b, o in zip(sampled, at_times)]
     return points + [[now_ms, behind(batches[-1], ends)]], None
