@@ -159,7 +159,11 @@ class StoreIndex:
 
         if not positions:
             return []
-        taken = self.table.take(pa.array(positions, pa.int64()))
+        import numpy as np
+
+        # From a buffer, not pa.array(): pa.array() looks for pandas, and a CLI read must not import it.
+        indices = np.asarray(positions, dtype=np.int64)
+        taken = self.table.take(pa.Array.from_buffers(pa.int64(), len(indices), [None, pa.py_buffer(indices)]))
         columns = [_python_values(taken.column(i).combine_chunks()) for i in range(taken.num_columns)]
         return [dict(zip(self.columns, values, strict=True)) for values in zip(*columns, strict=True)]
 
@@ -182,19 +186,35 @@ class StoreIndex:
         return int(position[i])
 
 
+def _plain(array: pa.Array) -> np.ndarray | None:
+    """A zero-copy numpy view of an integer, float or (naive, microsecond) timestamp array without
+    nulls; None for other arrays. Read from the Arrow buffer with numpy alone: pyarrow's to_numpy()
+    imports pandas, which a CLI read must not pay for."""
+    import numpy as np
+    import pyarrow as pa
+
+    kind = array.type
+    if array.null_count:
+        return None
+    if pa.types.is_integer(kind):
+        dtype = np.dtype(f"{'i' if pa.types.is_signed_integer(kind) else 'u'}{kind.bit_width // 8}")
+    elif pa.types.is_floating(kind):
+        dtype = np.dtype(f"f{kind.bit_width // 8}")
+    elif pa.types.is_timestamp(kind) and kind.tz is None and kind.unit == "us":
+        dtype = np.dtype("datetime64[us]")
+    else:
+        return None
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * dtype.itemsize)
+
+
 def _getter(column: pa.ChunkedArray) -> Callable[[int], Any]:
     """Value i of a column as Python, as Arrow's as_py() gives it; through a zero-copy numpy view
     of the mapped buffer for integers, floats and timestamps without nulls (much cheaper per value)."""
-    import pyarrow as pa
-
     # The index holds one record batch: its one chunk is a view of the mapped file (combine_chunks
     # would copy the whole column into memory).
     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    kind = array.type
-    plain = array.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind) or (
-        pa.types.is_timestamp(kind) and kind.tz is None and kind.unit == "us"))
-    if plain:
-        values = array.to_numpy(zero_copy_only=True)
+    values = _plain(array)
+    if values is not None:
         return lambda i: values[i].item()
     return lambda i: array[i].as_py()
 
@@ -202,14 +222,10 @@ def _getter(column: pa.ChunkedArray) -> Callable[[int], Any]:
 def _python_values(array: pa.Array) -> list[Any]:
     """An Arrow array as Python values, as to_pylist() gives them, through numpy where that is
     faster (integers, floats and timestamps without nulls)."""
-    import pyarrow as pa
-
-    kind = array.type
-    if array.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
-        return array.to_numpy().tolist()
-    if array.null_count == 0 and pa.types.is_timestamp(kind) and kind.tz is None and kind.unit == "us":
-        return array.to_numpy().astype(object).tolist()
-    return array.to_pylist()
+    values = _plain(array)
+    if values is None:
+        return array.to_pylist()
+    return values.astype(object).tolist() if values.dtype.kind == "M" else values.tolist()
 
 
 def load_index(snapshot_file: Path, store: str) -> StoreIndex | None:
