@@ -109,12 +109,12 @@ class _Route:
 def _find(app: FastAPI, path: str, method: str) -> _Route:
     earlier = []
     for candidate in app.router.routes:
-        if not isinstance(candidate, APIRoute):
-            continue
-        if candidate.path == path and method in candidate.methods:
+        methods = getattr(candidate, "methods", None) or ()
+        if isinstance(candidate, APIRoute) and candidate.path == path and method in methods:
             return _Route(candidate, method, tuple(earlier))
-        if method in candidate.methods:
-            earlier.append(candidate.path_regex)
+        regex = getattr(candidate, "path_regex", None)
+        if regex is not None and (method in methods or not hasattr(candidate, "methods")):
+            earlier.append(regex)  # a route without methods (a mount) matches any method
     raise LookupError(f"the app declares no {method} {path}")
 
 
