@@ -24,6 +24,12 @@ def nice_ceiling(value: float) -> float:
     return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value * (1 - 1e-9))
 
 
+def axis_top(value: float, unit: str) -> float:
+    """The y axis' top: a nice ceiling in the unit its labels use (minutes or hours for long seconds)."""
+    scale = 3600 if unit == "s" and value >= 7200 else 60 if unit == "s" and value >= 120 else 1
+    return nice_ceiling(value / scale) * scale
+
+
 def format_value(value: float, unit: str) -> str:
     """Short label: 1.2k, 3.4M; bytes in KiB/MiB/GiB; seconds in ms below 1, in min or h above 2 min."""
     if unit == "bytes":
@@ -50,7 +56,7 @@ def svg_chart(name: str, title: str, unit: str, points: list[list], since_ms: in
     """One chart of (epoch ms, value) points over [since_ms, until_ms]; bars for per-batch counts."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     span = max(1, until_ms - since_ms)
-    top = nice_ceiling(max((v for _, v in points), default=0))
+    top = axis_top(max((v for _, v in points), default=0), unit)
 
     def x(ms: int) -> float:
         return LEFT + plot_w * min(1.0, max(0.0, (ms - since_ms) / span))
@@ -91,4 +97,4 @@ CHART_CSS = (".chart .grid{stroke:#e3e3e3}.chart .axis{stroke:#888}.chart text{f
              ".chart .series{fill:none;stroke:#1f6feb;stroke-width:1.5}.chart circle.pt{fill:#1f6feb}"
              ".chart rect.pt{fill:#d1242f}")
 
-__all__ = ["CHART_CSS", "format_value", "nice_ceiling", "svg_chart"]
+__all__ = ["CHART_CSS", "axis_top", "format_value", "nice_ceiling", "svg_chart"]

@@ -78,11 +78,21 @@ def test_history_refuses_bad_hours_and_unknown_stores_in_a_sentence(tmp_path):
 def test_chart_draws_one_marker_per_point_inside_its_plot():
     import re
 
-    from deltastate.orchestration.charts import HEIGHT, LEFT, RIGHT, WIDTH, format_value, nice_ceiling, svg_chart
+    from deltastate.orchestration.charts import (
+        HEIGHT,
+        LEFT,
+        RIGHT,
+        WIDTH,
+        axis_top,
+        format_value,
+        nice_ceiling,
+        svg_chart,
+    )
 
     assert [nice_ceiling(v) for v in (0, 0.3, 1, 7, 11, 240, 260, 999)] == [1, 0.5, 1, 10, 20, 250, 500, 1000]
     assert format_value(1536, "bytes") == "1.5 KiB" and format_value(0.25, "s") == "250 ms"
     assert format_value(1500, "s") == "25 min" and format_value(36_000, "s") == "10 h"
+    assert axis_top(2000, "s") == 50 * 60 and axis_top(10_000, "s") == 5 * 3600 and axis_top(2000, "rows") == 2000
     assert format_value(12_500, "records") == "12.5k"
     points = [[1_000_000 + i * 60_000, v] for i, v in enumerate((3, 0, 9, 4))]
     svg = svg_chart("lag", "Consumer lag", "records", points, 1_000_000, 1_000_000 + 3 * 60_000)
