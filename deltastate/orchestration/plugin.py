@@ -1,7 +1,8 @@
 """The AirflowPlugin: the store pages (FastAPI app + a nav entry framing the list; each store's charts
 one click away) and the operator link of DeltastateSparkOperator. Airflow 3 has no operator/hook
 registry in plugins; the operator and hook are imported by DAGs from deltastate.orchestration
-(re-exported by plugins/deltastate_plugin.py), and the hook appears under its connection type through the provider's spark connection."""
+(re-exported by plugins/deltastate_plugin.py), and the hook appears under its connection type
+through the provider's spark connection."""
 
 from __future__ import annotations
 
