@@ -1,0 +1,433 @@
+"""Every command the README shows, run as a user runs it: `deltastate ...` in a new process, settings
+from DELTASTATE_* variables, against the session's real broker, Spark in each child, Delta and
+DuckDB on disk. One home serves the whole module: the stores after one batch, then after several.
+
+Each read answer is compared with a reference computed here from the produced records
+(tests/support/reference.py, reference_windowed.py), in both output formats. Every refusal is an
+exit status (1 not found, 2 anything else) and one line on stderr; no output carries a Python
+traceback or a Java stack trace. A snapshot read imports none of pyspark, pandas, delta,
+great_expectations or airflow."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.local_infra import make_home
+from support.reference import VALUE_FIELDS, ReferenceTopic, expected, rank_of, ranking, top
+from support.reference_windowed import SPECS
+from support.reference_windowed import run as fold_windowed
+from support.window_reads import EVERYTHING, fetch, find_sessions, same
+from support.windowed import workload
+
+from deltastate.config import Settings
+from deltastate.ingest.generators import encode, leaderboard_events
+from deltastate.ingest.partitioner import partition_for
+from deltastate.ingest.producer import ensure_topic, produce_records
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
+
+DELTASTATE = str(Path(sys.executable).parent / "deltastate")
+STORE, TRADES, SESSIONS = "player_stats", "trade_stats", "user_sessions"
+PLAYERS = 400
+BATCH1 = (4_000, 5, 0.02)  # events, seed, tombstone fraction
+BATCH2 = (3_000, 7, 0.05)  # run in several micro-batches (--max-offsets-per-trigger)
+BATCH3 = (300, 9, 0.0)  # left in the topic: only latest reads see it until the last run
+T0 = 1_700_000_000_000
+BOOKKEEPING = ["source_partition", "source_offset", "batch_id", "event_time", "write_time"]
+HEAVY = ("pyspark", "pandas", "delta", "great_expectations", "airflow")
+# Two players tied far above everyone (ties break by key), one deleted, one bad record.
+EXTRA: list[tuple[bytes, bytes | None]] = [
+    (b"tie-b", json.dumps({"player_id": "tie-b", "game_id": "x1", "score": 9_000_000, "ts": 2}).encode()),
+    (b"tie-a", json.dumps({"player_id": "tie-a", "game_id": "x2", "score": 4_000_000, "ts": 3}).encode()),
+    (b"tie-a", json.dumps({"player_id": "tie-a", "game_id": "x3", "score": 5_000_000, "ts": 1}).encode()),
+    (b"gone", json.dumps({"player_id": "gone", "game_id": "x4", "score": 1, "ts": 1}).encode()),
+    (b"gone", None),
+    (b"broken", b'{"player_id": "broken",'),
+]
+
+
+@dataclass
+class World:
+    settings: Settings
+    env: dict[str, str]
+    topics: dict[str, str]
+    leaderboard: ReferenceTopic
+    windowed: dict[str, Any] = field(default_factory=dict)  # store -> reference state
+    published: dict[str, dict[str, int]] = field(default_factory=dict)  # the snapshot's reference state
+    committed_upto: int = 0  # leaderboard records the stream has committed
+
+    def committed(self, upto: int) -> dict[str, dict[str, int]]:
+        """The reference state of the first `upto` leaderboard records."""
+        return expected(self.leaderboard.records[:upto], self.settings.max_value_bytes).state
+
+
+# -- running the CLI -----------------------------------------------------------------------------
+def clean(proc: subprocess.CompletedProcess) -> None:
+    for stream in (proc.stdout, proc.stderr):
+        assert "Traceback" not in stream, stream[-3000:]
+        assert "at org.apache" not in stream and "Exception in thread" not in stream, stream[-3000:]
+
+
+def cli(world: World, *args: str, code: int = 0, timeout: float = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run([DELTASTATE, *args], env=world.env, capture_output=True, text=True, timeout=timeout)
+    clean(proc)
+    assert proc.returncode == code, (args, proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    return proc
+
+
+def refused(world: World, *args: str, code: int = 2, spark: bool = False) -> str:
+    """A refusal: the exit status, nothing on stdout, one `error:` / `not found:` line on stderr (a
+    command that started Spark may have logged JVM warnings before it)."""
+    proc = cli(world, *args, code=code)
+    prefix = "not found: " if code == 1 else "error: "
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.stdout == "" and lines, (args, proc.stdout, proc.stderr)
+    assert lines[-1].startswith(prefix), (args, proc.stderr)
+    assert spark or len(lines) == 1, (args, proc.stderr)
+    return lines[-1]
+
+
+def json_rows(proc: subprocess.CompletedProcess) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+FOOTER = re.compile(r"^\((\d+) rows?, snapshot (\d+)(, .*)?\)$")
+
+
+def table(proc: subprocess.CompletedProcess, snapshot: int) -> tuple[list[str], list[dict[str, str]]]:
+    """The aligned table: header, dashes, rows, footer; columns found from the runs of dashes."""
+    header, dashes, *body = proc.stdout.rstrip("\n").split("\n")
+    footer = FOOTER.match(body.pop())
+    assert footer is not None, proc.stdout
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", dashes)]
+    columns = [header[a:b].strip() for a, b in spans]
+    rows = [{c: line[a:b].strip() for c, (a, b) in zip(columns, spans, strict=True)} for line in body]
+    assert (int(footer.group(1)), int(footer.group(2))) == (len(rows), snapshot), proc.stdout
+    return columns, rows
+
+
+def record(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    """A single get: `name  value` lines, then the footer."""
+    *lines, footer = proc.stdout.rstrip("\n").split("\n")
+    assert FOOTER.match(footer), proc.stdout
+    return dict(line.split(None, 1) for line in lines)
+
+
+def values(row: dict[str, Any]) -> dict[str, int]:
+    return {f: int(row[f]) for f in VALUE_FIELDS}
+
+
+def keyed(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, int]]]:
+    return [(row["key"], values(row)) for row in rows]
+
+
+# -- the module's stores ---------------------------------------------------------------------------
+def produce_leaderboard(world: World, batch: tuple[int, int, float]) -> None:
+    events, seed, tombstones = batch
+    out = cli(world, "produce", "leaderboard", "--events", str(events), "--players", str(PLAYERS), "--seed",
+              str(seed), "--tombstones", str(tombstones), "--topic", world.topics[STORE])
+    assert out.stdout.startswith(f"produced {events} records (")
+    world.leaderboard.append((k.encode(), None if e is None else encode(e))
+                             for k, e in leaderboard_events(events, PLAYERS, seed, tombstones=tombstones))
+
+
+@pytest.fixture(scope="module")
+def world(session_settings: Settings, broker: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A home of its own on the session's broker; its kafka folder is the broker's, so `infra
+    status` finds the broker running."""
+    home = make_home(tmp_path_factory.mktemp("cli-commands"))
+    (home / "kafka").symlink_to(session_settings.home / "kafka", target_is_directory=True)
+    settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_", "SPARK_"))}
+    env.update(settings.to_env())
+    suffix = uuid.uuid4().hex[:8]
+    topics = {s: f"{s}-{suffix}" for s in (STORE, TRADES, SESSIONS)}
+    yield World(settings, env, topics, ReferenceTopic(4, partition_for))
+
+
+@pytest.fixture(scope="module")
+def one_batch(world: World) -> World:
+    """Every store after one run: produce, run --once, publish; the reads before the first publish."""
+    produce_leaderboard(world, BATCH1)
+    assert produce_records(world.settings.kafka_bootstrap, world.topics[STORE], EXTRA).delivered == len(EXTRA)
+    world.leaderboard.append(EXTRA)
+    for store in (TRADES, SESSIONS):
+        records = workload(store, 1_500 if store == TRADES else 600, 3, T0)
+        ensure_topic(world.settings.kafka_bootstrap, world.topics[store], 4)
+        assert produce_records(world.settings.kafka_bootstrap, world.topics[store], records).delivered == len(records)
+        ref = ReferenceTopic(4, partition_for)
+        ref.append(records)
+        world.windowed[store] = fold_windowed(SPECS[store], ref.records).state
+        assert world.windowed[store]
+
+    # Before any publish, reads say so.
+    assert "no snapshot published yet" in refused(world, "get", STORE, "tie-a")
+    assert "no snapshot published yet" in refused(world, "top", STORE)
+    assert "no snapshot published" in cli(world, "snapshot", "list").stdout
+
+    exp = expected(world.leaderboard.records, world.settings.max_value_bytes)
+    assert exp.dead_lettered == 1
+    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE])
+    total = len(world.leaderboard)
+    assert f"{STORE}: {total:,} records in = {total - 1:,} applied + 1 dead-lettered" in ran.stdout, ran.stdout
+    for store in (TRADES, SESSIONS):
+        cli(world, "run", store, "--once", "--topic", world.topics[store])
+    published = json.loads(cli(world, "snapshot", "publish", "--json").stdout)
+    assert published["snapshot_version"] == 1 and published["current"] is True
+    rows = {s["store"]: s["row_count"] for s in published["stores"]}
+    assert rows[STORE] == len(exp.state)
+    assert rows[TRADES] == len(world.windowed[TRADES]) and rows[SESSIONS] == len(world.windowed[SESSIONS])
+    world.published = exp.state
+    return world
+
+
+def check_key_value_reads(world: World, snapshot: int) -> None:
+    """get, top, rank, range and all in both formats against the published reference state."""
+    state = world.published
+    order = ranking(state)
+    for key in (order[0], order[len(order) // 2], order[-1]):
+        [row] = json_rows(cli(world, "get", STORE, key, "--json"))
+        assert row["key"] == key and values(row) == state[key]
+        assert set(BOOKKEEPING) <= set(row) and row["event_time"].endswith("Z")  # --json: every column
+        shown = record(cli(world, "get", STORE, key))
+        assert list(shown) == ["key", *VALUE_FIELDS] and values(shown) == state[key]  # no bookkeeping
+        meta = record(cli(world, "get", STORE, key, "--meta"))
+        assert list(meta) == ["key", *VALUE_FIELDS, *BOOKKEEPING] and meta["source_offset"] == str(row["source_offset"])
+
+    assert keyed(json_rows(cli(world, "top", STORE, "--n", "5", "--json"))) == top(state, 5)
+    columns, rows = table(cli(world, "top", STORE, "--n", "5"), snapshot)
+    assert columns == ["rank", "key", *VALUE_FIELDS]
+    assert [int(r["rank"]) for r in rows] == [1, 2, 3, 4, 5] and keyed(rows) == top(state, 5)
+    columns, rows = table(cli(world, "top", STORE, "--n", "4", "--by", "games", "--meta"), snapshot)
+    assert columns == ["rank", "key", *VALUE_FIELDS, *BOOKKEEPING] and keyed(rows) == top(state, 4, by="games")
+
+    for key in (order[1], order[len(order) // 3]):
+        assert json_rows(cli(world, "rank", STORE, key, "--json")) == [
+            {"rank": rank_of(state, key), "key": key, "total_score": state[key]["total_score"]}]
+        _, [row] = table(cli(world, "rank", STORE, key, "--by", "best_score"), snapshot)
+        assert (int(row["rank"]), row["key"], int(row["best_score"])) == (
+            rank_of(state, key, by="best_score"), key, state[key]["best_score"])
+
+    lo, hi = "player-000100", "player-000199"
+    want = [(k, state[k]) for k in sorted(state) if lo <= k <= hi]
+    assert len(want) > 10
+    assert keyed(json_rows(cli(world, "range", STORE, lo, hi, "--json"))) == want
+    columns, rows = table(cli(world, "range", STORE, lo, hi, "--limit", "3"), snapshot)
+    assert columns == ["key", *VALUE_FIELDS] and keyed(rows) == want[:3]
+    assert keyed(json_rows(cli(world, "all", STORE, "--json"))) == sorted(state.items())
+    columns, rows = table(cli(world, "all", STORE, "--limit", "4"), snapshot)
+    assert columns == ["key", *VALUE_FIELDS] and keyed(rows) == sorted(state.items())[:4]
+
+    query = "SELECT count(*) AS n, sum(games) AS games, max(best_score) AS best FROM player_stats"
+    assert json_rows(cli(world, "sql", query, "--json")) == [
+        {"n": len(state), "games": sum(v["games"] for v in state.values()),
+         "best": max(v["best_score"] for v in state.values())}]
+
+
+# -- after one batch -------------------------------------------------------------------------------
+def test_infra_status_finds_the_broker(one_batch: World) -> None:
+    out = cli(one_batch, "infra", "status").stdout
+    assert "kafka broker: running" in out and f"kafka bootstrap in use: {one_batch.settings.kafka_bootstrap}" in out
+
+
+def test_snapshot_list(one_batch: World) -> None:
+    [listed] = json_rows(cli(one_batch, "snapshot", "list", "--json"))
+    assert listed["snapshot_version"] == 1 and listed["current"] is True
+    assert re.search(r"^\*\s+1\s", cli(one_batch, "snapshot", "list").stdout, re.M)
+
+
+def test_key_value_reads_after_one_batch(one_batch: World) -> None:
+    state = one_batch.published
+    assert ranking(state)[:2] == ["tie-a", "tie-b"] and "gone" not in state and "broken" not in state
+    check_key_value_reads(one_batch, snapshot=1)
+
+
+def test_window_and_session_reads(one_batch: World) -> None:
+    trades, sessions = one_batch.windowed[TRADES], one_batch.windowed[SESSIONS]
+    symbol = sorted({k for k, _, _ in trades})[0]
+    lo, hi = T0 + 2_000, T0 + 9_000
+    assert same(json_rows(cli(one_batch, "windows", TRADES, symbol, "--json")), fetch(trades, symbol, *EVERYTHING))
+    got = json_rows(cli(one_batch, "windows", TRADES, "--from", str(lo), "--to", str(hi), "--json"))
+    assert got and same(got, fetch(trades, None, lo, hi))
+    columns, rows = table(cli(one_batch, "windows", TRADES, symbol, "--limit", "3"), 1)
+    assert columns[:3] == ["key", "window_start", "window_end"] and not set(BOOKKEEPING) & set(columns)
+    assert [(r["key"], int(r["window_start"])) for r in rows] == [(e[0], e[1]) for e, _ in fetch(trades, symbol, *EVERYTHING)[:3]]
+
+    user = sorted({k for k, _, _ in sessions})[1]
+    assert same(json_rows(cli(one_batch, "sessions", SESSIONS, user, "--json")), find_sessions(sessions, user, *EVERYTHING))
+    earliest = T0 + 3_600_000
+    assert same(json_rows(cli(one_batch, "sessions", SESSIONS, user, "--earliest-end", str(earliest), "--json")),
+                find_sessions(sessions, user, earliest, EVERYTHING[1]))
+    columns, rows = table(cli(one_batch, "sessions", SESSIONS, user, "--meta"), 1)
+    assert set(BOOKKEEPING) <= set(columns) and len(rows) == len(find_sessions(sessions, user, *EVERYTHING))
+
+
+def test_refusals(one_batch: World) -> None:
+    assert "unknown store 'nope'" in refused(one_batch, "get", "nope", "k")
+    assert "unknown store 'nope'" in refused(one_batch, "top", "nope")
+    assert refused(one_batch, "get", STORE, "nobody", code=1) == f"not found: store '{STORE}': key 'nobody' not found"
+    assert "'gone'" in refused(one_batch, "get", STORE, "gone", code=1)  # deleted by a tombstone
+    assert "'nobody'" in refused(one_batch, "rank", STORE, "nobody", code=1)
+    assert "'--n'" in refused(one_batch, "top", STORE, "--n", "0")
+    assert "parameter 'by'" in refused(one_batch, "top", STORE, "--by", "key")
+    assert "'--consistency'" in refused(one_batch, "get", STORE, "tie-a", "--consistency", "soon")
+    assert "'--consistency'" in refused(one_batch, "top", STORE, "--consistency", "latest")
+    assert "parameter 'schema_version'" in refused(one_batch, "get", STORE, "tie-a", "--schema-version", "7")
+    assert "parameter 'from'" in refused(one_batch, "windows", TRADES, "--from", "soon")
+    assert "is a window store" in refused(one_batch, "sessions", TRADES, "SYM0")
+    assert "is a key_value store" in refused(one_batch, "windows", STORE)
+    assert "No such command 'nosuch'" in refused(one_batch, "nosuch")
+    assert "'--events'" in refused(one_batch, "produce", "leaderboard", "--events", "-1")
+    assert "unknown store 'nope'" in refused(one_batch, "run", "nope", "--once")  # before Spark starts
+    assert "unknown store 'nope'" in refused(one_batch, "cleanup", "nope")
+
+
+WRITES = ("DELETE FROM player_stats", "CREATE TABLE x(i int)", "ATTACH '{tmp}/other.duckdb' AS other",
+          "INSERT INTO player_stats (key) VALUES ('intruder')", "UPDATE player_stats SET games = 0",
+          "DROP TABLE player_stats", "COPY player_stats TO '{tmp}/out.csv'", "SELECT 1; DELETE FROM player_stats",
+          "SET enable_external_access = true")
+
+
+def test_sql_writes_are_refused(one_batch: World, tmp_path: Path) -> None:
+    for statement in WRITES:
+        assert "read-only" in refused(one_batch, "sql", statement.format(tmp=tmp_path)), statement
+    assert list(tmp_path.iterdir()) == []  # nothing written outside the snapshot either
+    state = one_batch.published
+    assert json_rows(cli(one_batch, "sql", "SELECT count(*) AS n, sum(games) AS g FROM player_stats", "--json")) == [
+        {"n": len(state), "g": sum(v["games"] for v in state.values())}]
+
+
+def test_inspect_after_one_batch(one_batch: World) -> None:
+    report = json.loads(cli(one_batch, "inspect", STORE, "--json").stdout)
+    assert report["store"] == STORE and report["source"]["topic"] == one_batch.topics[STORE]
+    assert set(report["source"]["lag"].values()) == {0}
+    assert report["changelog"]["live_keys"] == len(one_batch.published)
+    assert [(s["current"], s["rows"]) for s in report["snapshots"]] == [(True, len(one_batch.published))]
+    assert cli(one_batch, "inspect", STORE).stdout.startswith(f"{STORE} (key_value, topic {one_batch.topics[STORE]})")
+
+
+# Runs `deltastate ARGS...` and prints the modules the process loaded, as it ends.
+DRIVER = """
+import atexit, json, sys
+atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr))
+sys.argv = ["deltastate", *sys.argv[1:]]
+from deltastate.cli.main import main
+main()
+"""
+
+
+def test_snapshot_read_imports_no_spark(one_batch: World) -> None:
+    """A snapshot read needs DuckDB and the read index, not the engine: no pyspark (so no JVM),
+    pandas, delta, great_expectations or airflow in the process."""
+    key = ranking(one_batch.published)[0]
+    for args in (["get", STORE, key], ["top", STORE, "--n", "3"], ["rank", STORE, key], ["all", STORE, "--limit", "2"]):
+        proc = subprocess.run([sys.executable, "-c", DRIVER, *args], env=one_batch.env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip(), (args, proc.stdout, proc.stderr[-2000:])
+        [line] = [x for x in proc.stderr.splitlines() if x.startswith("MODULES ")]
+        imported = {name.split(".")[0] for name in json.loads(line.removeprefix("MODULES "))}
+        assert "duckdb" in imported  # the read ran where the check looks
+        assert not imported & set(HEAVY), (args, sorted(imported & set(HEAVY)))
+
+
+# -- after several batches ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def several(one_batch: World) -> World:
+    """A second backlog run in several micro-batches, and a third batch left in the topic."""
+    world = one_batch
+    produce_leaderboard(world, BATCH2)
+    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE], "--max-offsets-per-trigger", "800")
+    assert len(re.findall(r"^\s+batch\s+\d+:", ran.stdout, re.M)) >= 3, ran.stdout
+    world.committed_upto = len(world.leaderboard)
+    produce_leaderboard(world, BATCH3)
+    return world
+
+
+def test_committed_and_latest_reads_before_publishing(several: World) -> None:
+    """snapshot: batch 1 only; committed: plus the changelog commits (batches 1-2, no Spark);
+    latest: plus the records in the topic not committed (batch 3)."""
+    world = several
+    committed = world.committed(world.committed_upto)
+    latest = world.committed(len(world.leaderboard))
+    changed = [k for k in sorted(latest) if latest.get(k) != committed.get(k) and k in committed][:3]
+    moved = [k for k in sorted(committed) if committed[k] != world.published.get(k) and k in world.published][:3]
+    assert changed and moved
+    for key in moved:
+        assert values(json_rows(cli(world, "get", STORE, key, "--json"))[0]) == world.published[key]
+        got = cli(world, "get", STORE, key, "--consistency", "committed")
+        assert values(record(got)) == committed[key] and "committed through changelog version" in got.stdout
+    for key in changed:
+        [row] = json_rows(cli(world, "get", STORE, key, "--consistency", "latest", "--json"))
+        assert values(row) == latest[key]
+    assert keyed(json_rows(cli(world, "top", STORE, "--n", "7", "--consistency", "committed", "--json"))) == \
+        top(committed, 7)
+    lo, hi = "player-000050", "player-000090"
+    assert keyed(json_rows(cli(world, "range", STORE, lo, hi, "--consistency", "committed", "--json"))) == \
+        [(k, committed[k]) for k in sorted(committed) if lo <= k <= hi]
+    key = ranking(committed)[5]
+    assert json_rows(cli(world, "rank", STORE, key, "--consistency", "committed", "--json"))[0]["rank"] == \
+        rank_of(committed, key)
+    # An older client's shape: version 1 is what the store holds, so the rows are unchanged.
+    [row] = json_rows(cli(world, "get", STORE, key, "--consistency", "committed", "--schema-version", "1", "--json"))
+    assert values(row) == committed[key]
+
+
+def test_reads_after_several_batches(several: World) -> None:
+    world = several
+    published = json.loads(cli(world, "snapshot", "publish", "--json").stdout)
+    assert published["snapshot_version"] == 2
+    world.published = world.committed(world.committed_upto)
+    check_key_value_reads(world, snapshot=2)
+    assert [r["snapshot_version"] for r in json_rows(cli(world, "snapshot", "list", "--json"))] == [1, 2]
+
+
+def test_inspect_after_several_batches(several: World) -> None:
+    report = json.loads(cli(several, "inspect", STORE, "--json").stdout)
+    uncommitted = len(several.leaderboard) - several.committed_upto
+    assert sum(report["source"]["lag"].values()) == uncommitted  # batch 3 is the lag
+    assert report["checkpoint"]["committed_batch"] == report["checkpoint"]["planned_batch"] >= 3
+    assert report["changelog"]["live_keys"] == len(several.published)
+    assert [s["current"] for s in report["snapshots"]] == [False, True]
+
+
+def test_compact_cleanup_and_migrate_plan_keep_the_answers(several: World) -> None:
+    world = several
+    compacted = json.loads(cli(world, "compact", STORE, "--json").stdout)
+    assert compacted["store"] == STORE
+    cli(world, "cleanup", STORE)
+    plan = json.loads(cli(world, "migrate", "plan", STORE, "--to", "2", "--json").stdout)
+    assert plan["store"] == STORE
+    status = cli(world, "migrate", "status", STORE).stdout
+    assert STORE in status
+    assert "'--to'" in refused(world, "migrate", "plan", STORE, "--to", "0")
+    # The changelog after maintenance still folds to the same state.
+    assert keyed(json_rows(cli(world, "all", STORE, "--consistency", "committed", "--json"))) == \
+        sorted(world.published.items())
+
+
+# Last: it rebuilds the store's checkpoint.
+def test_restore_after_a_lost_checkpoint_then_the_run_reads_nothing_twice(several: World) -> None:
+    world = several
+    shutil.rmtree(world.settings.checkpoint_path(STORE))
+    message = refused(world, "run", STORE, "--once", "--topic", world.topics[STORE], spark=True)
+    assert f"deltastate restore {STORE}" in message
+    restored = cli(world, "restore", STORE).stdout
+    assert f"restoring {STORE} (full)" in restored and f"{len(world.published):,} records" in restored, restored
+    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE]).stdout
+    uncommitted = len(world.leaderboard) - world.committed_upto
+    assert f"{STORE}: {uncommitted:,} records in" in ran, ran
+    everything = world.committed(len(world.leaderboard))
+    assert keyed(json_rows(cli(world, "all", STORE, "--consistency", "committed", "--json"))) == \
+        sorted(everything.items())
