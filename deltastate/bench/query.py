@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -258,31 +259,40 @@ def _warm_http(target: str, port: int, keys: int, rounds: int = 20) -> None:
 
 def http_load(settings: Settings, keys: int, concurrency: tuple[int, ...], seconds: float, port: int,
               workers: int, figures: QueryBench, echo: Callable[[str], None]) -> None:
-    """wrk against deltastate serve and the bare FastAPI floor, same worker count, same machine."""
+    """wrk against deltastate serve (fast path on and off) and the bare FastAPI floor, same worker
+    count, same machine, on ports port, port + 1 and port + 2."""
     from deltastate.bench import http_load as load
 
     if not load.wrk_available():
         echo("  wrk not installed (apt-get install wrk, or `DELTASTATE_WRK=1 bash scripts/setup.sh`): no wrk cells")
         return
     figures.workers = workers
-    for target in ("serve", "serve-fastapi", "floor"):
-        if target == "floor":
-            proc = load.start_floor(port, workers, keys)
-        else:
-            proc = load.start_serve(settings, port, workers, fast_path=target == "serve")
-        try:
-            asked = keys if target != "floor" else min(keys, load.FLOOR_KEYS)
-            _warm_http(target, port, asked)
-            for c in concurrency:
-                figures.load.append(load.run_wrk(target, port, asked, c, seconds, pid=proc.pid))
+    # All three servers run at once and each concurrency level asks them one after the other, so a
+    # machine busy with other work weighs on the three alike.
+    targets = ("serve", "serve-fastapi", "floor")
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for offset, target in enumerate(targets):
+            if target == "floor":
+                procs[target] = load.start_floor(port + offset, workers, keys)
+            else:
+                procs[target] = load.start_serve(settings, port + offset, workers, fast_path=target == "serve")
+        asked = {t: keys if t != "floor" else min(keys, load.FLOOR_KEYS) for t in targets}
+        for offset, target in enumerate(targets):
+            _warm_http(target, port + offset, asked[target])
+        for c in concurrency:
+            for offset, target in enumerate(targets):
+                figures.load.append(load.run_wrk(target, port + offset, asked[target], c, seconds,
+                                                 pid=procs[target].pid))
                 echo(figures.load[-1].line())
-            if target != "floor":
-                for c in sorted({1, 16} & set(concurrency)) or [concurrency[0]]:
-                    figures.load.append(load.run_wrk(target, port, asked, c, seconds, op="top100", pid=proc.pid))
-                    echo(figures.load[-1].line())
-            if target == "serve":
-                figures.serve_rss_mb = load.tree_rss_mb(proc.pid)
-        finally:
+        for c in sorted({1, 16} & set(concurrency)) or [concurrency[0]]:
+            for offset, target in enumerate(targets[:2]):
+                figures.load.append(load.run_wrk(target, port + offset, keys, c, seconds, op="top100",
+                                                 pid=procs[target].pid))
+                echo(figures.load[-1].line())
+        figures.serve_rss_mb = load.tree_rss_mb(procs["serve"].pid)
+    finally:
+        for proc in procs.values():
             load.stop(proc)
 
 
