@@ -35,7 +35,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="One JSON obj
 # -- how every read runs ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Answer:
-    """What a read printed: its rows (QueryResult or latest rows) and notes for the footer."""
+    """What a read answered: its rows (a QueryResult's, or latest rows) and notes for the footer."""
 
     columns: list[str]
     rows: list[dict[str, Any]]
@@ -118,8 +118,9 @@ def get_cmd(ctx: click.Context, store: str, key: str, **flags: Any) -> None:
         rows, position = pinned.latest.get_many(pinned.queries, store, [key])
         if not rows:
             raise KeyNotFoundError(store, key)
-        applied = ", ".join(f"partition {p}: committed {o['committed_offset']}, applied {o['latest_offset_applied']}"
-                            for p, o in position.body().items())
+        read = {str(p) for p in position.read_to}  # the key's partition, not every partition's offsets
+        applied = ", ".join(f"partition {p}: committed offset {o['committed_offset']}, applied to "
+                            f"{o['latest_offset_applied']}" for p, o in position.body().items() if p in read)
         return Answer(list(rows[0]), rows, (applied,))
 
     _read(ctx, store, flags, answer, single=True)
