@@ -26,23 +26,28 @@ def nice_ceiling(value: float) -> float:
 
 def axis_top(value: float, unit: str) -> float:
     """The y axis' top: a nice ceiling in the unit its labels use (minutes or hours for long seconds)."""
-    scale = 3600 if unit == "s" and value >= 7200 else 60 if unit == "s" and value >= 120 else 1
-    return nice_ceiling(value / scale) * scale
+    top = nice_ceiling(value)
+    for scale in (60, 3600) if unit == "s" else ():
+        if top >= 2 * scale:
+            top = nice_ceiling(value / scale) * scale
+    return top
 
 
-def format_value(value: float, unit: str) -> str:
-    """Short label: 1.2k, 3.4M; bytes in KiB/MiB/GiB; seconds in ms below 1, in min or h above 2 min."""
+def format_value(value: float, unit: str, like: float | None = None) -> str:
+    """Short label: 1.2k, 3.4M; bytes in KiB/MiB/GiB; seconds in ms below 1, in min or h from 2 min
+    on. like: the value whose size picks the unit (an axis labels every tick like its top)."""
+    size_of = abs(value if like is None else like)
     if unit == "bytes":
         for size, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-            if abs(value) >= size:
+            if size_of >= size:
                 return f"{value / size:.3g} {name}"
         return f"{value:.0f} B"
-    if unit == "s" and 0 < abs(value) < 1:
+    if unit == "s" and 0 < size_of < 1:
         return f"{value * 1000:.3g} ms"
-    if unit == "s" and abs(value) >= 120:  # freshness of an idle store reads in minutes or hours
-        return f"{value / 3600:.3g} h" if abs(value) >= 7200 else f"{value / 60:.3g} min"
+    if unit == "s" and size_of >= 120:  # freshness of an idle store reads in minutes or hours
+        return f"{value / 3600:.3g} h" if size_of >= 7200 else f"{value / 60:.3g} min"
     for size, name in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
+        if size_of >= size:
             return f"{value / size:.3g}{name}"
     return f"{value:.3g}"
 
@@ -70,7 +75,7 @@ def svg_chart(name: str, title: str, unit: str, points: list[list], since_ms: in
         gy = y(top * frac)
         parts.append(f"<line class='grid' x1='{LEFT}' x2='{WIDTH - RIGHT}' y1='{gy:.1f}' y2='{gy:.1f}'/>"
                      f"<text class='ylabel' x='{LEFT - 6}' y='{gy + 4:.1f}' text-anchor='end'>"
-                     f"{html.escape(format_value(top * frac, unit))}</text>")
+                     f"{html.escape(format_value(top * frac, unit, like=top))}</text>")
     for i in range(5):  # x labels, UTC clock time
         ms = since_ms + span * i // 4
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"

@@ -93,6 +93,9 @@ def test_chart_draws_one_marker_per_point_inside_its_plot():
     assert format_value(1536, "bytes") == "1.5 KiB" and format_value(0.25, "s") == "250 ms"
     assert format_value(1500, "s") == "25 min" and format_value(36_000, "s") == "10 h"
     assert axis_top(2000, "s") == 50 * 60 and axis_top(10_000, "s") == 5 * 3600 and axis_top(2000, "rows") == 2000
+    assert axis_top(105, "s") == 120 and axis_top(90, "s") == 100  # 200 s would read "3.33 min"
+    assert [format_value(v, "s", like=120) for v in (0, 60, 120)] == ["0 min", "1 min", "2 min"]
+    assert format_value(51_200, "bytes", like=102_400) == "50 KiB" and format_value(0, "bytes", like=102_400) == "0 KiB"
     assert format_value(12_500, "records") == "12.5k"
     points = [[1_000_000 + i * 60_000, v] for i, v in enumerate((3, 0, 9, 4))]
     svg = svg_chart("lag", "Consumer lag", "records", points, 1_000_000, 1_000_000 + 3 * 60_000)
