@@ -36,6 +36,9 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
 
     settings = load_settings()
     interval = f"{parse_duration_ms(trigger)} milliseconds"
+    from deltastate.stores import load_store
+
+    load_store(settings, store, schema_version)  # an unknown store or version is refused before anything runs
     click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}")
     if mode == "continuous":  # scraped while it runs; a --once run pushes (DELTASTATE_PUSHGATEWAY)
         click.echo(f"metrics on port {serve_metrics(settings)} (/metrics)")
