@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.local_infra import make_home
 from support.reference import VALUE_FIELDS, ReferenceTopic, expected, rank_of, ranking, top
 from support.reference_windowed import SPECS
@@ -137,7 +138,7 @@ def keyed(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, int]]]:
 def produce_leaderboard(world: World, batch: tuple[int, int, float]) -> None:
     events, seed, tombstones = batch
     out = cli(world, "produce", "leaderboard", "--events", str(events), "--players", str(PLAYERS), "--seed",
-              str(seed), "--tombstones", str(tombstones), "--topic", world.topics[STORE])
+              str(seed), "--tombstones", str(tombstones))
     assert out.stdout.startswith(f"produced {events} records (")
     world.leaderboard.append((k.encode(), None if e is None else encode(e))
                              for k, e in leaderboard_events(events, PLAYERS, seed, tombstones=tombstones))
@@ -149,11 +150,20 @@ def world(session_settings: Settings, broker: str, tmp_path_factory: pytest.Temp
     status` finds the broker running."""
     home = make_home(tmp_path_factory.mktemp("cli-commands"))
     (home / "kafka").symlink_to(session_settings.home / "kafka", target_is_directory=True)
-    settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_", "SPARK_"))}
-    env.update(settings.to_env())
+    # The stores' own definitions, each reading a topic of this module: the commands then run as the
+    # README shows them, without --topic, and latest reads tail the topic the stream reads.
+    schemas = home / "schemas"
+    shutil.copytree(session_settings.schemas_dir, schemas)
     suffix = uuid.uuid4().hex[:8]
     topics = {s: f"{s}-{suffix}" for s in (STORE, TRADES, SESSIONS)}
+    for store, topic in topics.items():
+        path = schemas / "stores" / f"{store}.yaml"
+        raw = yaml.safe_load(path.read_text())
+        raw["source"]["topic"] = topic
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"), schemas_dir=schemas)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_", "SPARK_"))}
+    env.update(settings.to_env())
     yield World(settings, env, topics, ReferenceTopic(4, partition_for))
 
 
@@ -179,11 +189,11 @@ def one_batch(world: World) -> World:
 
     exp = expected(world.leaderboard.records, world.settings.max_value_bytes)
     assert exp.dead_lettered == 1
-    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE])
+    ran = cli(world, "run", STORE)  # --once is the default
     total = len(world.leaderboard)
     assert f"{STORE}: {total:,} records in = {total - 1:,} applied + 1 dead-lettered" in ran.stdout, ran.stdout
     for store in (TRADES, SESSIONS):
-        cli(world, "run", store, "--once", "--topic", world.topics[store])
+        cli(world, "run", store, "--once")
     published = json.loads(cli(world, "snapshot", "publish", "--json").stdout)
     assert published["snapshot_version"] == 1 and published["current"] is True
     rows = {s["store"]: s["row_count"] for s in published["stores"]}
@@ -348,7 +358,7 @@ def several(one_batch: World) -> World:
     """A second backlog run in several micro-batches, and a third batch left in the topic."""
     world = one_batch
     produce_leaderboard(world, BATCH2)
-    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE], "--max-offsets-per-trigger", "800")
+    ran = cli(world, "run", STORE, "--once", "--max-offsets-per-trigger", "800")
     assert len(re.findall(r"^\s+batch\s+\d+:", ran.stdout, re.M)) >= 3, ran.stdout
     world.committed_upto = len(world.leaderboard)
     produce_leaderboard(world, BATCH3)
@@ -421,11 +431,11 @@ def test_compact_cleanup_and_migrate_plan_keep_the_answers(several: World) -> No
 def test_restore_after_a_lost_checkpoint_then_the_run_reads_nothing_twice(several: World) -> None:
     world = several
     shutil.rmtree(world.settings.checkpoint_path(STORE))
-    message = refused(world, "run", STORE, "--once", "--topic", world.topics[STORE], spark=True)
+    message = refused(world, "run", STORE, "--once", spark=True)
     assert f"deltastate restore {STORE}" in message
     restored = cli(world, "restore", STORE).stdout
     assert f"restoring {STORE} (full)" in restored and f"{len(world.published):,} records" in restored, restored
-    ran = cli(world, "run", STORE, "--once", "--topic", world.topics[STORE]).stdout
+    ran = cli(world, "run", STORE, "--once").stdout
     uncommitted = len(world.leaderboard) - world.committed_upto
     assert f"{STORE}: {uncommitted:,} records in" in ran, ran
     everything = world.committed(len(world.leaderboard))
