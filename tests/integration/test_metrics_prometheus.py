@@ -27,10 +27,11 @@ import pytest
 from support.local_infra import free_port
 from support.store_checks import STORE, event
 
+from deltastate.bench.soak import SHORT_LIVED_JVM
 from deltastate.config import PROJECT_ROOT, Settings
 from deltastate.ingest.producer import ensure_topic, produce_records
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 DASHBOARD = PROJECT_ROOT / "docker" / "grafana" / "dashboards" / "deltastate.json"
 RATE, SECONDS, PLAYERS = 100, 40, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
@@ -133,7 +134,9 @@ def stack(tmp_path: Path) -> Iterator[dict]:
 
 def _env(settings: Settings, ports: dict, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_"))}
-    env.update(settings.to_env(), DELTASTATE_PUSHGATEWAY=f"127.0.0.1:{ports['pushgateway']}", **extra)
+    # Short-lived Spark drivers on a few shared cores start faster with C1 alone and a serial GC.
+    env.update(settings.to_env(), DELTASTATE_PUSHGATEWAY=f"127.0.0.1:{ports['pushgateway']}",
+               DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM, **extra)
     return env
 
 
@@ -196,7 +199,7 @@ def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: 
         assert f"metrics on port {stack['run']} (/metrics)" in log.read_text()
         store = f'{{store="{STORE}",job="deltastate_run"}}'
         try:
-            prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= PLAYERS, 480, "warm-up")
+            prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= PLAYERS, 900, "warm-up")
         except BaseException:
             print(log.read_text()[-5000:], _get(f"http://127.0.0.1:{stack['run']}/metrics").decode()[-5000:])
             raise
@@ -213,6 +216,7 @@ def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: 
         # the window leaves out the first seconds, which may still hold warm-up records.
         window = int(end - start - 10)
         measured = prom.value(f"sum(rate(deltastate_records_in_total{store}[{window}s]))", at=end + behind)
+        print(f"produced {produced_rate:.1f} records/s, Prometheus rate {measured}, commits trail by {behind:.1f} s")
         assert measured is not None and abs(measured - produced_rate) <= 0.2 * produced_rate, (measured, produced_rate)
         # Every invalid record is a dead letter, under its reason; none is late in a key-value store.
         assert prom.value(f"sum(deltastate_records_dead_lettered_total{store})") == invalid
@@ -226,7 +230,7 @@ def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: 
 
     # The short-lived jobs push; restore's last push says nothing remains and every key came back.
     jobs = subprocess.run([sys.executable, "-c", MAINTENANCE], env=_env(settings, stack),
-                          capture_output=True, text=True, timeout=400)
+                          capture_output=True, text=True, timeout=1500)
     assert jobs.returncode == 0, jobs.stdout + jobs.stderr
     assert f"restored {PLAYERS}" in jobs.stdout, jobs.stdout
     pushed = f'{{store="{STORE}",job="deltastate_restore"}}'
