@@ -128,7 +128,6 @@ class FastPath:
         self.get = _find(api, "/stores/{store}/keys/{key}", "GET")
         self.rank = _find(api, "/stores/{store}/keys/{key}/rank", "GET")
         self.batch = _find(api, "/stores/{store}/keys:batchGet", "POST")
-        self.handler = api.exception_handlers[DeltastateError]
         self.point_get = PointGet(state)
         # Requests answered here and requests handed to FastAPI (the tests read them from app.state).
         self.answered = 0
@@ -156,6 +155,11 @@ class FastPath:
                 return
         self.passed += 1
         await self.app(scope, receive, send)
+
+    def _handler(self, exc: DeltastateError) -> Callable[[Request, Exception], Any]:
+        """The app's handler for exc, found as Starlette finds it: the nearest class in its MRO."""
+        handlers = self.api.exception_handlers
+        return next(handlers[cls] for cls in type(exc).__mro__ if cls in handlers)
 
     @staticmethod
     def _match(target: _Route, path: str) -> dict[str, str] | None:
@@ -206,7 +210,7 @@ class FastPath:
                           and self.state.pool.current_version() is not None)
                 response = call() if inline else await anyio.to_thread.run_sync(call)
         except DeltastateError as exc:
-            response = await self.handler(request, exc)
+            response = await self._handler(exc)(request, exc)
         await response(scope, receive, send)
 
     def _endpoint(self, request: Request, target: _Route, found: dict[str, str], params: dict[str, Any],
