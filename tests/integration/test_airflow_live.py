@@ -4,15 +4,18 @@ session's broker. Shared by two tests:
 
 * a headless Chromium (Debian's chromium + chromedriver, selenium) logs in, sees the deltastate
   DAGs, and triggers the restore DAG through its params form; screenshots go to the test's folder;
-* the store DAG and the publish DAG are triggered through the REST API as the UI does; their tasks
-  spark-submit (the Spark provider) to local[*]; the published snapshot is read back and compared
-  with the independent reference, and the plugin's store page reports it.
+* every DAG docs/airflow.md offers is triggered through the REST API as the UI does and run by the
+  scheduler to success: the store's run, publish, compact and cleanup DAGs, a confirmed restore and a
+  migration plan; their tasks spark-submit (the Spark provider) to local[*]. The published snapshot,
+  the restore's and the plan's figures are compared with the independent reference and with the
+  changelog's live rows counted here, and the plugin's store page reports the snapshot.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -45,8 +48,8 @@ class LiveAirflow:
     env: dict[str, str]
     log: Path
 
-    def api(self, method: str, path: str, **kwargs) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"}
+    def api(self, method: str, path: str, headers: dict | None = None, **kwargs) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
         return httpx.request(method, f"{self.base}/api/v2{path}", headers=headers, timeout=60, **kwargs)
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float) -> dict:
@@ -60,6 +63,27 @@ class LiveAirflow:
                 return run
             time.sleep(3)
         pytest.fail(f"{dag_id} {run_id} did not finish in {timeout}s; log tail:\n{self.tail()}")
+
+    def trigger(self, dag_id: str, conf: dict, timeout: float = 1200) -> str:
+        """Unpause, trigger, wait for success, pause again; returns the run id."""
+        assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
+        created = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert created.status_code == 200, created.text
+        run = self.wait_run(dag_id, created.json()["dag_run_id"], timeout=timeout)
+        assert run["state"] == "success", (dag_id, self.task_states(dag_id, run["dag_run_id"]), self.tail())
+        self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+        return run["dag_run_id"]
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> dict:
+        value = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
+                                "return_value").json()["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str) -> str:
+        log = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/1",
+                       params={"full_content": "true"}, headers={"Accept": "application/json"})
+        assert log.status_code == 200, log.text
+        return json.dumps(log.json())
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         tis = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances").json()["task_instances"]
@@ -218,30 +242,31 @@ def test_browser_logs_in_sees_dags_and_triggers_restore_through_its_form(airflow
         browser.quit()
 
 
-def test_store_and_publish_dags_triggered_through_the_rest_api(airflow, session_settings, broker, topic):
+def changelog_live_rows(spark, settings) -> dict[str, int]:
+    """Key -> source partition of every live key, from the store's Delta changelog read here: the
+    newest record per key (epoch, then micro-batch) is live when it is a put."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    rows = spark.read.format("delta").load(settings.table_path(STORE, "changelog"))
+    newest = Window.partitionBy("key").orderBy(F.col("epoch").desc(), F.col("batch_id").desc())
+    live = rows.withColumn("n", F.row_number().over(newest)).where("n = 1 AND op = 'put'")
+    return {r["key"]: r["source_partition"] for r in live.select("key", "source_partition").collect()}
+
+
+def test_every_dag_runs_to_success_through_the_rest_api(airflow, session_settings, broker, spark, topic):
     settings = replace(session_settings, home=Path(airflow.env["DELTASTATE_HOME"]),
                        storage_root=str(Path(airflow.env["DELTASTATE_HOME"]) / "data"))
     ref = new_topic(settings, broker, topic)
     produce(settings, topic, generated(2_000, 120, seed=53, tombstones=0.05), ref)
     exp = expected(ref.records, settings.max_value_bytes)
 
-    results = {}
-    for dag_id, conf in ((f"deltastate_run_{STORE}", {"topic": topic}), ("deltastate_publish", {})):
-        assert airflow.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
-        created = airflow.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
-        assert created.status_code == 200, created.text
-        run = airflow.wait_run(dag_id, created.json()["dag_run_id"], timeout=1200)
-        assert run["state"] == "success", (dag_id, airflow.task_states(dag_id, run["dag_run_id"]), airflow.tail())
-        results[dag_id] = run
-        if dag_id.startswith("deltastate_run_"):
-            # The run updated the changelog Asset the publish DAG is scheduled on.
-            events = airflow.api("GET", "/assets/events", params={"source_dag_id": dag_id}).json()["asset_events"]
-            assert [e["source_run_id"] for e in events] == [run["dag_run_id"]]
-            airflow.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
-
-    figures = airflow.api("GET", f"/dags/deltastate_publish/dagRuns/{results['deltastate_publish']['dag_run_id']}"
-                                 "/taskInstances/publish_snapshot/xcomEntries/return_value").json()["value"]
-    figures = json.loads(figures) if isinstance(figures, str) else figures
+    run_dag = f"deltastate_run_{STORE}"
+    run_id = airflow.trigger(run_dag, {"topic": topic})
+    # The run updated the changelog Asset the publish DAG is scheduled on.
+    events = airflow.api("GET", "/assets/events", params={"source_dag_id": run_dag}).json()["asset_events"]
+    assert [e["source_run_id"] for e in events] == [run_id]
+    figures = airflow.xcom("deltastate_publish", airflow.trigger("deltastate_publish", {}), "publish_snapshot")
     assert figures["success"] is True and figures["row_counts"][STORE] == len(exp.state)
     with Queries(settings) as queries:
         result = queries.all(STORE)
@@ -256,3 +281,34 @@ def test_store_and_publish_dags_triggered_through_the_rest_api(airflow, session_
     assert (row["snapshot_version"], row["rows"], row["versions_behind"]) == (result.snapshot_version, len(exp.state), 0)
     html = httpx.get(f"{airflow.base}/deltastate/stores", timeout=30).text
     assert f"<tr id='{STORE}'>" in html and "Data Docs" in html
+
+    compact = airflow.xcom(f"deltastate_compact_{STORE}", airflow.trigger(f"deltastate_compact_{STORE}",
+                                                                          {"topic": topic}), "compact_store")
+    assert compact["store"] == STORE and compact["before"]["records"] >= compact["after"]["records"] > 0, compact
+    cleanup = airflow.xcom(f"deltastate_cleanup_{STORE}", airflow.trigger(f"deltastate_cleanup_{STORE}",
+                                                                          {"topic": topic}), "cleanup_store")
+    assert cleanup["store"] == STORE and cleanup["skipped"] == "no ttl declared", cleanup  # player_stats has no TTL
+
+    # A confirmed restore: the checkpoint is rebuilt from the changelog, one batch per source partition.
+    live = changelog_live_rows(spark, settings)
+    assert len(live) == len(exp.state)
+    restore_run = airflow.trigger("deltastate_restore", {"store": STORE, "confirm": True})
+    restored = airflow.xcom("deltastate_restore", restore_run, "restore_store")
+    assert (restored["store"], restored["mode"], restored["records_restored"]) == (STORE, "full", len(live))
+    assert restored["starting_offsets"] == {str(p): o for p, o in sorted(ends(ref.records).items())}
+    log = airflow.task_log("deltastate_restore", restore_run, "restore_store")
+    named = {int(p) for p in re.findall(rf"\[restore {STORE}\] batch: source partition (\d+):", log)}
+    assert named == set(live.values()), (named, log[-3000:])
+
+    # A migration plan (read-only: no confirm) of the store's next value schema version.
+    plan = airflow.xcom("deltastate_migrate", airflow.trigger("deltastate_migrate", {
+        "store": STORE, "to_version": 2, "action": "plan"}), "plan")
+    assert (plan["store"], plan["from_version"], plan["to_version"], plan["live_rows"]) == (STORE, 1, 2, len(live))
+
+
+def ends(records) -> dict[int, int]:
+    """Partition -> one past the newest offset, from the reference topic."""
+    out: dict[int, int] = {}
+    for r in records:
+        out[r.partition] = max(out.get(r.partition, 0), r.offset + 1)
+    return out

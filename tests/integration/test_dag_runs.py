@@ -1,4 +1,4 @@
-"""dag.test() runs of the store-run, compaction, cleanup and publish DAGs in this process, against
+"""dag.test() runs of the store-run, compaction, cleanup, publish and restore DAGs in this process, against
 the session's real broker, Spark and Delta, with an Airflow metadata database in a temporary
 AIRFLOW_HOME. The operator runs inline here (DELTASTATE_SPARK_DEPLOY=inline: the warm session Spark
 is the driver); the spark-submit path is exercised by tests/test_airflow_live.py. Each run's
@@ -71,7 +71,7 @@ def test_run_compact_cleanup_publish_dags(airflow_db, make_settings, broker, spa
                        "DELTASTATE_SPARK_DEPLOY": "inline"}.items():
         monkeypatch.setenv(key, value)
 
-    from deltastate.orchestration.dags import maintenance_dag, publish_dag, run_dag
+    from deltastate.orchestration.dags import maintenance_dag, publish_dag, restore_dag, run_dag
     from deltastate.orchestration.options import load_options
 
     opts = load_options()
@@ -101,6 +101,13 @@ def test_run_compact_cleanup_publish_dags(airflow_db, make_settings, broker, spa
         result = queries.all(STORE)
     assert result.snapshot_version == 1
     assert {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in result.rows} == exp.state
+
+    # A confirmed restore: its report is the task's XCom like every other action's.
+    run = _test(restore_dag(None, settings), {"store": STORE, "confirm": True})
+    restored = _xcom(airflow_db, "deltastate_restore", run.run_id, "restore_store")
+    assert (restored["mode"], restored["records_restored"]) == ("full", len(exp.state))
+    assert restored["epoch"] == 1 and restored["starting_offsets"] == {
+        str(p): max(r.offset for r in ref.records if r.partition == p) + 1 for p in {r.partition for r in ref.records}}
 
 
 def test_migrate_dag_plans_starts_and_cuts_over(airflow_db, make_settings, broker, spark, topic, monkeypatch, tmp_path):

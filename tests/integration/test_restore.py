@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,10 @@ def test_restore_after_lost_checkpoint(broker: str, spark, make_settings, topic:
     assert (report.mode, report.changelog_version, report.epoch, report.records_restored) == ("full", version, 1, live)
     assert events.events[0] == ("start", STORE, version, "full")
     assert events.events[-1][:2] == ("end", live) and sum(events.batches) == live and len(events.batches) > 1
+    # One batch per source partition, each the live keys whose latest record sits in that partition.
+    where = {r.key.decode(): r.partition for r in ref.records if r.key is not None}
+    per_partition = Counter(where[key] for key in exp_first.state)
+    assert dict(zip(events.partitions, events.batches, strict=True)) == dict(per_partition)
     applied_hi: dict[int, int] = {}  # per partition: one past the highest applied offset
     seen_hi: dict[int, int] = {}  # per partition: one past the highest offset read
     for r in ref.records:
