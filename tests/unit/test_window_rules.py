@@ -117,6 +117,15 @@ def test_window_retention_by_start_at_the_store_time(start: int, retained: bool)
     assert is_retained(HOPPING, start, start + HOPPING.size_ms, 20_500) is retained
 
 
+@pytest.mark.parametrize(("start", "retained"), [(9_000, False), (10_000, True)])
+def test_window_retention_counts_from_the_last_window_start_not_stream_time(start: int, retained: bool) -> None:
+    """Retention 10_500 (not a multiple of advance), stream time 20_500: reads start at
+    20_000 - 10_500 + 1 = 9_501, so the window starting at 10_000 is still returned, although
+    stream time - retention is 10_000."""
+    spec = WindowSpec(size_ms=5_000, advance_ms=1_000, grace_ms=2_000, retention_ms=10_500)
+    assert is_retained(spec, start, start + spec.size_ms, 20_500) is retained
+
+
 @pytest.mark.parametrize(("stream_time", "retained"), [
     (21_659_999, True),   # store time 21_600_000 (the window starting there): horizon 0
     (21_660_000, False),  # store time 21_660_000: horizon 60_000, and [60_000, 120_000) starts at it
