@@ -48,15 +48,16 @@ class _Families(Collector):
         yield from PROCESS.collect()
 
 
-def push(settings: Settings, job: str, store: str) -> bool:
-    """Pushes the job kind's metrics under grouping (job, store); False when no gateway is set or
-    the push failed (logged: a job's work never fails for its metrics)."""
+def push(settings: Settings, job: str, store: str | None) -> bool:
+    """Pushes the job kind's metrics under grouping (job, store); store None for a job of every
+    store (publish), whose series keep their own store labels (a grouping label would replace them).
+    False when no gateway is set or the push failed (logged: a job's work never fails for its metrics)."""
     if not settings.pushgateway:
         return False
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_Families(job))
     try:
-        push_to_gateway(settings.pushgateway, job=f"deltastate_{job}", grouping_key={"store": store},
+        push_to_gateway(settings.pushgateway, job=f"deltastate_{job}", grouping_key={} if store is None else {"store": store},
                         registry=registry, timeout=10)
         return True
     except OSError as exc:

@@ -87,7 +87,7 @@ def record_snapshot(settings: Settings, info: SnapshotInfo) -> SnapshotInfo:
     for s in info.stores:
         m.SNAPSHOT_ROWS.labels(s.store).set(s.row_count)
     _finished("publish", "all", max(0.0, time.time() - published))
-    exposition.push(settings, "publish", "all")
+    exposition.push(settings, "publish", None)
     return info
 
 
