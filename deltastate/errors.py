@@ -33,6 +33,11 @@ class SnapshotError(DeltastateError):
     """No snapshot, or a snapshot that cannot be built or read."""
 
 
+class FreshReadError(SnapshotError):
+    """A read past the snapshot could not read the changelog commits after it (gone, not local, or
+    in a form the plain-Python log reader does not decode)."""
+
+
 class QueryError(DeltastateError):
     """A read was refused (bad argument, write through read-only SQL)."""
 

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from deltastate.changelog.deltalog import local_dir
 from deltastate.changelog.layout import CHANGELOG, INTAKE, is_windowed
 from deltastate.changelog.log_replay import LiveFile, TableLog
 from deltastate.changelog.rules import merge_stream_times
 from deltastate.config import Settings
-from deltastate.query.deltalog import local_dir
 from deltastate.stores import load_store
 
 _LOGS = TableLog()  # one replay per table for the process: a page asks every few seconds

@@ -9,7 +9,7 @@
   jobs.py         restore, compaction, cleanup, migration and snapshot reports as figures
   exposition.py   /metrics over HTTP, or a push to the Pushgateway
   service.py      the query service's registry
-  statsd.py       a StatsD -> Prometheus bridge for Airflow's own metrics
+  otlp_bridge.py  Airflow's OpenTelemetry metrics, served for Prometheus
 
 The job modules call the functions below, one call each where their report is made; this module
 imports nothing heavy until one is called (the query service imports the package too).
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from deltastate.config import Settings
-    from deltastate.maintenance.listener import RestoreListener
 
 R = TypeVar("R")
 
@@ -36,7 +35,7 @@ def watch_run(spark: Any, settings: Settings, store: Any, lineage: Any, topic: s
     return watch(spark, settings, store, lineage, topic, once, on_batch)
 
 
-def restore_listener(settings: Settings, listener: RestoreListener) -> RestoreListener:
+def restore_listener(settings: Settings, listener: Any) -> Any:
     """listener, wrapped so the restore's progress is exported as it goes."""
     from deltastate.metrics.jobs import MeteredRestore
 

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltastate.query.deltalog import DeltaLog, local_dir
+from deltastate.changelog.deltalog import DeltaLog, local_dir
 
 AUDIT_COLUMNS = ["lineage_id", "batch_id", "offsets", "stream_times", "write_time", "partition_counts"]
 DEAD_COLUMNS = ["lineage_id", "partition", "reason"]

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import time
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltastate.config import Settings
 from deltastate.metrics import exposition
 from deltastate.metrics import names as m
 
-if TYPE_CHECKING:
-    from deltastate.maintenance.cleanup import CleanupReport
-    from deltastate.maintenance.compact import CompactionReport
-    from deltastate.maintenance.listener import RestoreListener, RestoreMode
-    from deltastate.migration.steps import StepReport
-    from deltastate.snapshot.catalog import SnapshotInfo
+# The reports arrive typed as Any: metrics sits below the job packages that call it (maintenance,
+# migration, snapshot) and imports none of them, so the package graph stays acyclic.
 
 # The phases a migration can be in (stores/fence.py), each exported as its own series so a
 # dashboard shows the current one as 1 and the others as 0.
@@ -30,7 +26,7 @@ def _finished(kind: str, store: str, seconds: float) -> None:
     m.JOB_DONE.labels(kind, store).set(time.time())
 
 
-def record_compaction(settings: Settings, report: CompactionReport) -> CompactionReport:
+def record_compaction(settings: Settings, report: Any) -> Any:
     store = report.store
     figures = report.after or report.before
     if figures is not None:
@@ -47,7 +43,7 @@ def record_compaction(settings: Settings, report: CompactionReport) -> Compactio
     return report
 
 
-def record_cleanup(settings: Settings, report: CleanupReport) -> CleanupReport:
+def record_cleanup(settings: Settings, report: Any) -> Any:
     m.CLEANUP_EXPIRED.labels(report.store).set(report.tombstones_written)
     m.LAST_CLEANUP.labels(report.store).set(time.time())
     _finished("cleanup", report.store, report.seconds)
@@ -55,7 +51,7 @@ def record_cleanup(settings: Settings, report: CleanupReport) -> CleanupReport:
     return report
 
 
-def record_migration(settings: Settings, report: StepReport) -> StepReport:
+def record_migration(settings: Settings, report: Any) -> Any:
     for phase in {*MIGRATION_PHASES, report.phase}:
         m.MIGRATION_PHASE.labels(report.store, phase).set(1.0 if phase == report.phase else 0.0)
     m.MIGRATION_VERSION.labels(report.store).set(report.to_version)
@@ -78,7 +74,7 @@ def _new_version_lag(details: dict[str, Any]) -> int | None:
     return None
 
 
-def record_snapshot(settings: Settings, info: SnapshotInfo) -> SnapshotInfo:
+def record_snapshot(settings: Settings, info: Any) -> Any:
     published = info.published_at.replace(tzinfo=UTC).timestamp()
     m.PUBLISHED_VERSION.set(info.version)
     m.PUBLISHED_AT.set(published)
@@ -96,7 +92,7 @@ class MeteredRestore:
     passes each call on. The total is the live state count at the restored version, which restore
     computes anyway; counting it here first fills Spark's cache that restore then writes from."""
 
-    def __init__(self, settings: Settings, inner: RestoreListener, total: Any = None) -> None:
+    def __init__(self, settings: Settings, inner: Any, total: Any = None) -> None:
         self.settings, self.inner = settings, inner
         self.total_of = total  # (store, version) -> live records, or None when unknown
         self.store = ""
@@ -113,7 +109,7 @@ class MeteredRestore:
             m.RESTORE_REMAINING.labels(self.store).set(max(0, self.total - self.restored))
         exposition.push(self.settings, "restore", self.store)
 
-    def on_start(self, store: str, from_changelog_version: int | None, mode: RestoreMode) -> None:
+    def on_start(self, store: str, from_changelog_version: int | None, mode: Any) -> None:
         self.store, self.started, self.restored = store, time.monotonic(), 0
         if mode == "full" and from_changelog_version is not None and self.total_of is not None:
             self.total = self.total_of(store, from_changelog_version)

@@ -27,7 +27,7 @@ from deltastate.query.reads import Queries
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
-    from deltastate.query.deltalog import DeltaLog
+    from deltastate.changelog.deltalog import DeltaLog
     from deltastate.query.fresh import Overlay
     from deltastate.query.latest import LatestPosition
     from deltastate.query.reader import Snapshot
@@ -151,7 +151,7 @@ class ConsistentReads:
     def _delta_logs(self) -> tuple[DeltaLog, DeltaLog]:
         with self._logs_lock:
             if self._logs is None:
-                from deltastate.query.deltalog import DeltaLog
+                from deltastate.changelog.deltalog import DeltaLog
 
                 self._logs = (DeltaLog(ttl=self._staleness_cache_s), DeltaLog(ttl=0.0))
             return self._logs

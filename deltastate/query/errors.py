@@ -3,7 +3,7 @@ them to one exit status / HTTP status without parsing messages."""
 
 from __future__ import annotations
 
-from deltastate.errors import QueryError, SnapshotError
+from deltastate.errors import FreshReadError, QueryError, SnapshotError
 
 
 class ParameterError(QueryError):
@@ -41,10 +41,6 @@ class StaleSnapshotError(SnapshotError):
 
 class SqlLimitError(QueryError):
     """A SQL statement hit the service's time or row limit; it was stopped, not answered in part."""
-
-
-class FreshReadError(SnapshotError):
-    """fresh=true could not read the changelog commits after the snapshot."""
 
 
 __all__ = ["FreshReadError", "ParameterError", "SnapshotNotRetainedError", "SqlLimitError", "StaleSnapshotError",

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from deltastate.changelog.deltalog import DeltaLog
 from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
 from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times, retention_horizon
 from deltastate.config import Settings
-from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.reader import Snapshot
 from deltastate.snapshot.catalog import StoreSnapshot

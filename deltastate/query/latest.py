@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from deltastate.changelog.deltalog import DeltaLog
 from deltastate.changelog.layout import INTAKE
 from deltastate.config import Settings
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.validate import parse_event, record_reason
-from deltastate.query.deltalog import DeltaLog
 from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.tail import Record
 from deltastate.stores.definition import StoreDefinition

@@ -3,7 +3,7 @@
 Staleness of a store = the newest changelog commit's time minus the commit time of the changelog
 version the snapshot holds (0 when the snapshot holds the newest commit), in seconds. For answers
 over several stores (SQL, /stores) it is the largest of theirs. The newest commit comes from the
-Delta log directly (query/deltalog.py), cached briefly, so computing it costs no Spark and almost
+Delta log directly (changelog/deltalog.py), cached briefly, so computing it costs no Spark and almost
 no I/O. A fresh read brings the answer up to the newest commit: its staleness is 0.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from deltastate.changelog.deltalog import DeltaLog, local_dir
 from deltastate.changelog.layout import CHANGELOG
 from deltastate.config import Settings
-from deltastate.query.deltalog import DeltaLog, local_dir
 from deltastate.query.errors import StaleSnapshotError
 from deltastate.query.reader import Snapshot
 

@@ -13,8 +13,8 @@ import pytest
 from support.reference import expected
 from support.store_checks import STORE, generated, new_topic, produce
 
+from deltastate.changelog.deltalog import DeltaLog
 from deltastate.engine import run_store
-from deltastate.query.deltalog import DeltaLog
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 IDLE_SECONDS = 30

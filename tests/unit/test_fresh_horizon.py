@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from test_query_deltalog import add, commit
+from test_changelog_deltalog import add, commit
 
+from deltastate.changelog.deltalog import DeltaLog
 from deltastate.changelog.layout import INTAKE
 from deltastate.config import load_settings
-from deltastate.query.deltalog import DeltaLog
 from deltastate.query.fresh import _horizon
 from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.stores import load_store

@@ -25,7 +25,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from deltastate.query.errors import FreshReadError
+from deltastate.errors import FreshReadError
+
+
+def local_dir(table_path: str) -> Path | None:
+    """The table's local directory, None for non-local storage (those are read through Spark)."""
+    parsed = urlparse(table_path)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path) if parsed.scheme else table_path)
+    return None
+
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 
@@ -40,14 +49,6 @@ class Commit:
 class TailFile:
     path: Path
     version: int  # the commit that added it (orders records of equal (epoch, batch_id))
-
-
-def local_dir(table_path: str) -> Path | None:
-    """The table's local directory, None for non-local storage."""
-    parsed = urlparse(table_path)
-    if parsed.scheme in ("", "file"):
-        return Path(unquote(parsed.path) if parsed.scheme else table_path)
-    return None
 
 
 def _versions(log: Path) -> list[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deltastate.query.deltalog import DeltaLog, local_dir
+from deltastate.changelog.deltalog import DeltaLog, local_dir
 from deltastate.query.errors import FreshReadError
 
 
