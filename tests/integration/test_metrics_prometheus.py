@@ -2,7 +2,7 @@
 packages, started here on free ports with a generated config that scrapes every deltastate process).
 
 A continuous player_stats run (its own process, scraped) reads a load produced at a known rate with
-some invalid records in it; then the short-lived jobs (compaction, cleanup, publish, restore, in one
+some invalid records in it; then the short-lived jobs (compaction, cleanup, publish, restore, a migration's start and status, in one
 Spark process) push; then the query service (scraped) answers a few reads. Every panel's PromQL in
 docker/grafana/dashboards/deltastate.json, with the store variable filled in, returns at least one
 series over the test's time range, and the figures agree with what the test produced: the records/s
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from support.local_infra import free_port
+from support.migration import migration_settings
 from support.store_checks import STORE, event
 
 from deltastate.bench.soak import SHORT_LIVED_JVM
@@ -169,6 +170,7 @@ from deltastate.infra.spark import get_spark
 from deltastate.maintenance.cleanup import cleanup_store
 from deltastate.maintenance.compact import compact_store
 from deltastate.maintenance.restore import restore_store
+from deltastate.migration import steps
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store
 
@@ -178,11 +180,15 @@ compact_store(settings, "player_stats", spark=spark)
 cleanup_store(settings, "player_stats", spark=spark)
 publish_snapshot(spark, settings, [load_store(settings, "player_stats")])
 print("restored", restore_store(settings, "player_stats", spark=spark).records_restored)
+# The migration to the declared v2: built beside v1 (a seed of its state), then its status.
+print("migrating", steps.start(spark, settings, "player_stats", 2).phase)
+print("lag", steps.status(spark, settings, "player_stats").details["lag"])
 """
 
 
-def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: str, stack: dict) -> None:
-    settings = make_settings()
+def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: str, stack: dict,
+                                             tmp_path: Path) -> None:
+    settings = migration_settings(make_settings(), tmp_path / "schemas", topic)  # v2 declared, reading topic
     prom = Prometheus(stack["prometheus"])
     assert ensure_topic(broker, topic, 4) is True
     began = time.time()
@@ -236,6 +242,12 @@ def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: 
     pushed = f'{{store="{STORE}",job="deltastate_restore"}}'
     prom.wait_for(f"max(deltastate_restore_restored_records{pushed})", lambda v: v == PLAYERS, 30, "restore pushed")
     assert prom.value(f"max(deltastate_restore_remaining_records{pushed})") == 0
+    # The migration's steps push their phase, and status the new version's lag (caught up: 0).
+    assert "migrating building" in jobs.stdout and "lag 0" in jobs.stdout, jobs.stdout
+    migrating = f'{{store="{STORE}",job="deltastate_migrate"}}'
+    prom.wait_for(f'max(deltastate_migration_phase{{store="{STORE}",phase="building"}})', lambda v: v == 1, 30,
+                  "migration phase pushed")
+    assert prom.value(f"max(deltastate_migration_lag_records{migrating})") == 0
 
     # The query service, scraped on its own port: a hit, a miss (404 counts as an error answer).
     serve = subprocess.Popen(_cli("serve", "--port", str(stack["serve"]), "--log-level", "warning"),
