@@ -117,7 +117,10 @@ def stack(tmp_path: Path) -> Iterator[dict]:
     }
     (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
     procs = [
-        subprocess.Popen(["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{ports['pushgateway']}"],
+        # Its own persistence file: Debian's default is one file shared by every gateway on the machine,
+        # which would bring other runs' groups (and their conflicts) into this one.
+        subprocess.Popen(["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{ports['pushgateway']}",
+                          f"--persistence.file={tmp_path / 'pushgateway.data'}"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
                           f"--storage.tsdb.path={tmp_path / 'tsdb'}",
