@@ -51,8 +51,8 @@ READ_ONLY_STEPS = ("plan", "status")
 
 
 def choose_migration_step(store_name: str, action: str, confirm: Any) -> list[str]:
-    """The task ids the migrate DAG runs for `action`: start is preceded by its plan."""
+    """The task ids the migrate DAG runs for `action` (start makes its own plan first)."""
     if action not in READ_ONLY_STEPS and not _confirmed(confirm):
         raise NotConfirmedError(store_name, f"migrate {action}")
     log.info("store %s: migrate %s", store_name, action)
-    return ["plan", "start"] if action == "start" else [action]
+    return [action]

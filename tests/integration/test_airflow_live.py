@@ -301,9 +301,14 @@ def test_every_dag_runs_to_success_through_the_rest_api(airflow, session_setting
     assert named == set(live.values()), (named, log[-3000:])
 
     # A migration plan (read-only: no confirm) of the store's next value schema version.
-    plan = airflow.xcom("deltastate_migrate", airflow.trigger("deltastate_migrate", {
-        "store": STORE, "to_version": 2, "action": "plan"}), "plan")
+    plan_run = airflow.trigger("deltastate_migrate", {"store": STORE, "to_version": 2, "action": "plan"})
+    plan = airflow.xcom("deltastate_migrate", plan_run, "plan")
     assert (plan["store"], plan["from_version"], plan["to_version"], plan["live_rows"]) == (STORE, 1, 2, len(live))
+    # Only the chosen step ran: a plan changes nothing, so start and every other step were skipped.
+    states = {t["task_id"]: t["state"] for t in airflow.api(
+        "GET", f"/dags/deltastate_migrate/dagRuns/{plan_run}/taskInstances").json()["task_instances"]}
+    assert states == {"choose_step": "success", "plan": "success", "start": "skipped", "status": "skipped",
+                      "cutover": "skipped", "rollback": "skipped", "retire": "skipped"}, states
 
 
 def ends(records) -> dict[int, int]:
