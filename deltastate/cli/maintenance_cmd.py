@@ -4,10 +4,29 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
 from deltastate.cli.errors import reported, settings_of
+
+
+@contextmanager
+def _process_stdout_to_stderr() -> Iterator[None]:
+    """While the job runs, file descriptor 1 is stderr: the JVM it starts inherits that, so what Delta
+    prints to the console (VACUUM's "Deleted N files ...") never mixes with the report on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _figures(fig) -> str:
@@ -26,7 +45,8 @@ def compact(ctx: click.Context, store: str, no_vacuum: bool, as_json: bool) -> N
     """Compact STORE's changelog: latest record per store key, old tombstones dropped, files merged."""
     from deltastate.maintenance import compact_store
 
-    report = compact_store(settings_of(ctx), store, vacuum=not no_vacuum)
+    with _process_stdout_to_stderr():
+        report = compact_store(settings_of(ctx), store, vacuum=not no_vacuum)
     if as_json:
         click.echo(json.dumps(report.to_dict(), default=str))
         return
