@@ -38,19 +38,21 @@ def migrate() -> None:
 
 @migrate.command()
 @click.argument("store")
-@click.option("--to", "to_version", type=int, required=True, help="The value schema version to build.")
+@click.option("--to", "to_version", type=click.IntRange(min=1), required=True,
+              help="The value schema version to build (the current version + 1).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @reported
 def plan(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None:
     """What migrating STORE to version --to would do: the field diff, the strategy per field, the
     source topic's coverage; changes nothing."""
-    from deltastate.migration.plan import plan_migration
+    from deltastate.migration.plan import check_target, plan_migration
     from deltastate.stores import load_store
 
     settings = settings_of(ctx)
-    result = plan_migration(_spark(settings, store), settings, load_store(settings, store),
-                            load_store(settings, store, to_version))
+    live = load_store(settings, store)
+    check_target(live, to_version)  # a wrong --to is refused before Spark starts
+    result = plan_migration(_spark(settings, store), settings, live, load_store(settings, store, to_version))
     if as_json:
         _emit(result.to_dict(), True)
         return
@@ -67,7 +69,8 @@ def plan(ctx: click.Context, store: str, to_version: int, as_json: bool) -> None
 
 @migrate.command()
 @click.argument("store")
-@click.option("--to", "to_version", type=int, required=True)
+@click.option("--to", "to_version", type=click.IntRange(min=1), required=True,
+              help="The value schema version to build (the current version + 1).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @reported

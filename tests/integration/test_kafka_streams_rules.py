@@ -105,7 +105,12 @@ def accepted_only_by_the_gap(spec: Spec, records, expected: Outcome) -> int:
     return count
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# The suite runs one session and one window case; `pytest -m soak` adds the session store without grace.
+SOAK_CASES = {"sessions_no_grace"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.soak) if c in SOAK_CASES else c
+                                  for c in sorted(CASES)])
 def test_stream_equals_kafka_streams_model(case, broker, spark, make_settings, topic, tmp_path):
     store, line, spec = CASES[case]
     base = make_settings()
