@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from deltastate.cli.errors import reported
 from deltastate.config import load_settings
 
 
@@ -139,4 +140,32 @@ def commit(appends: int) -> None:
     from deltastate.bench.commit import run_commit_bench
 
     for line in run_commit_bench(load_settings(), appends).lines():
+        click.echo(line)
+
+
+@bench.command("cli")
+@click.option("--store", default="player_stats", show_default=True, help="A key-value store in the snapshot.")
+@click.option("--key", default=None, help="The key get and rank ask for (default: the snapshot's top key).")
+@click.option("--runs", default=7, show_default=True, type=click.IntRange(min=1), help="Runs per read.")
+@click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
+@reported
+def cli_reads(store: str, key: str | None, runs: int, as_json: bool) -> None:
+    """Wall time of `deltastate get|top|rank` as new processes on the current snapshot."""
+    import json
+
+    from deltastate.bench.cli_reads import run_cli_read_bench
+    from deltastate.query.reads import Queries
+
+    settings = load_settings()
+    if key is None:
+        with Queries(settings) as queries:
+            found = queries.top(store, 1)
+        if not found.rows:
+            raise click.ClickException(f"store {store!r} is empty in the current snapshot; pass --key")
+        key = str(found.rows[0]["key"])
+    figures = run_cli_read_bench(settings, store, key, runs)
+    if as_json:
+        click.echo(json.dumps(figures.to_dict()))
+        return
+    for line in figures.lines():
         click.echo(line)

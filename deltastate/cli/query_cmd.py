@@ -70,14 +70,16 @@ def _read(ctx: click.Context, store: str, flags: dict[str, Any], answer: Callabl
     """One read through the query layer's reader (query/consistency.py, as the REST service reads):
     the current snapshot, at the consistency and schema version asked, then printed by show_read."""
     from deltastate.query.consistency import ConsistentReads, served_version, shape_columns, shape_row
+    from deltastate.query.reader import SnapshotReader
     from deltastate.query.reads import Queries
 
     settings = _settings(ctx)
     consistency, schema_version = flags["consistency"], flags["schema_version"]
     reads = ConsistentReads(settings)
     try:
-        with Queries(settings) as queries, reads.reading(queries, queries.reader.snapshot, [store], consistency,
-                                                         schema_version) as pinned:
+        # One read per process: DuckDB answers it sooner than the read index can be mapped.
+        queries = Queries(settings, SnapshotReader(settings, use_index=False))
+        with queries, reads.reading(queries, queries.reader.snapshot, [store], consistency, schema_version) as pinned:
             got = answer(pinned)
             definition = pinned.queries.store(store)
             served = served_version(definition, schema_version)

@@ -59,6 +59,7 @@ class Snapshot:
     published_at: datetime | None = None  # naive UTC
     store_info: dict[str, StoreSnapshot] = field(default_factory=dict)
     lease: Lease | None = None
+    use_index: bool = True
     _indexes: dict[str, StoreIndex | None] = field(default_factory=dict, repr=False)
 
     def index(self, store: str) -> StoreIndex | None:
@@ -67,7 +68,7 @@ class Snapshot:
         try:
             return self._indexes[store]
         except KeyError:
-            found = load_index(self.path, store) if store in self.stores else None
+            found = load_index(self.path, store) if self.use_index and store in self.stores else None
             self._indexes[store] = found  # two threads may both load it: the same read-only maps
             return found
 
@@ -96,8 +97,9 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
                             "and a locked configuration; refusing to serve queries from it")
 
 
-def open_snapshot(path: Path) -> Snapshot:
-    """Open one snapshot file read-only and lock the connection down."""
+def open_snapshot(path: Path, use_index: bool = True) -> Snapshot:
+    """Open one snapshot file read-only and lock the connection down; use_index=False answers every
+    read from DuckDB alone."""
     import duckdb
 
     lease = take_lease(path)  # FileNotFoundError when retention removed it: callers retry
@@ -121,14 +123,19 @@ def open_snapshot(path: Path) -> Snapshot:
         lease.release()
         raise SnapshotError(f"snapshot {path} has an empty {META_TABLE} table")
     info = {s.store: s for s in stores}
-    return Snapshot(int(meta[0]), path, identity, frozenset(info), con, meta[1], info, lease)
+    return Snapshot(int(meta[0]), path, identity, frozenset(info), con, meta[1], info, lease, use_index)
 
 
 class SnapshotReader:
-    """Hands out the current snapshot, one cached connection per thread. Thread-safe."""
+    """Hands out the current snapshot, one cached connection per thread. Thread-safe.
 
-    def __init__(self, settings: Settings) -> None:
+    use_index: answer point gets, top and rank from the snapshot's read index. A long-lived reader
+    (the service) wants it; a one-shot process (a CLI read) does not: mapping the index costs it the
+    numpy and pyarrow imports, several times what DuckDB takes to answer one read."""
+
+    def __init__(self, settings: Settings, use_index: bool = True) -> None:
         self.settings = settings
+        self.use_index = use_index
         self._local = threading.local()
         # Weak: a thread that ends drops its connection (and with it any pruned file it kept alive).
         self._opened: weakref.WeakSet[Snapshot] = weakref.WeakSet()
@@ -145,7 +152,7 @@ class SnapshotReader:
             try:
                 if cached is not None and cached.identity == _identity(path):
                     return cached
-                fresh = open_snapshot(path)
+                fresh = open_snapshot(path, self.use_index)
             except (FileNotFoundError, duckdb.IOException) as exc:
                 last_error = exc  # retention removed the file between resolving CURRENT and opening it
                 continue
