@@ -1,12 +1,16 @@
 """A key-value store without changelog (`changelog: {enabled: false}`, Kafka Streams'
 withLoggingDisabled) through the real broker, Spark, Delta and DuckDB: no changelog records, a
-snapshot read from the Spark state store that equals the independent reference, fresh reads refused
-by name, `inspect` saying what is lost, and a restore that replays the topic."""
+snapshot read from the Spark state store that equals the independent reference (published in this
+process and by `deltastate snapshot publish` in a new one, whose Spark session never ran a query),
+fresh reads refused by name, `inspect` saying what is lost, and a restore that replays the topic."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from pyspark.sql import functions as F
 from support.reference import VALUE_FIELDS, expected
 from support.store_checks import generated, new_topic, produce
 
+from deltastate.bench.soak import child_env
 from deltastate.engine import run_store
 from deltastate.maintenance.inspect import inspect_store
 from deltastate.maintenance.restore import restore_store
@@ -27,6 +32,7 @@ from deltastate.stores import load_store
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 REPO_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 STORE = "players_unlogged"
+DELTASTATE = str(Path(sys.executable).parent / "deltastate")
 
 
 @pytest.fixture
@@ -48,6 +54,21 @@ def published(spark, settings) -> dict[str, dict[str, int]]:
     return {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in rows}
 
 
+def published_by_a_new_process(settings) -> dict[str, dict[str, int]]:
+    """`deltastate snapshot publish` as a user runs it: the state store is read by a fresh Spark
+    session, with no trace on either stream."""
+    proc = subprocess.run([DELTASTATE, "snapshot", "publish", "--json"], env=child_env(settings),
+                          capture_output=True, text=True, timeout=600)
+    for stream in (proc.stdout, proc.stderr):
+        assert "Traceback" not in stream and "at org.apache" not in stream, stream[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [entry] = [s for s in json.loads(proc.stdout)["stores"] if s["store"] == STORE]
+    with Queries(settings) as queries:
+        rows = queries.all(STORE).rows
+    assert entry["row_count"] == len(rows)
+    return {r["key"]: {f: r[f] for f in VALUE_FIELDS} for r in rows}
+
+
 def intake_totals(spark, settings) -> tuple[int, int, int]:
     intake = spark.read.format("delta").load(settings.table_path(STORE, "intake"))
     row = intake.agg(*[F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in ("records_in", "applied", "dead_lettered")]).first()
@@ -65,6 +86,7 @@ def test_store_without_changelog_serves_its_state_store_and_restores_by_replay(b
     want = expected(ref.records, settings.max_value_bytes)
     assert spark.read.format("delta").load(settings.table_path(STORE, "changelog")).count() == 0
     assert published(spark, settings) == want.state
+    assert published_by_a_new_process(settings) == want.state
     assert intake_totals(spark, settings) == (want.records_in, want.applied, want.dead_lettered)
 
     key = next(iter(want.state))
