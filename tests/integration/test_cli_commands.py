@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ from support.reference_windowed import run as fold_windowed
 from support.window_reads import EVERYTHING, fetch, find_sessions, same
 from support.windowed import workload
 
+from deltastate.bench.soak import child_env
 from deltastate.config import Settings
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
@@ -164,8 +164,9 @@ def world(session_settings: Settings, broker: str, tmp_path_factory: pytest.Temp
         raw["source"]["topic"] = topic
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
     settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"), schemas_dir=schemas)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DELTASTATE_", "KAFKA_", "SPARK_"))}
-    env.update(settings.to_env())
+    # The settings as DELTASTATE_* variables, and the small fast-starting driver JVM of a short-lived
+    # command (bench/soak.py child_env; docs/configuration.md, DELTASTATE_DRIVER_JAVA_OPTS).
+    env = {k: v for k, v in child_env(settings).items() if not k.startswith("SPARK_") or k == "SPARK_LOCAL_DIRS"}
     yield World(settings, env, topics, ReferenceTopic(4, partition_for))
 
 
