@@ -12,7 +12,8 @@ from deltastate.bench.freshness import run_freshness_bench
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
-@pytest.mark.parametrize("consistency", ["committed", "latest"])
+# The suite measures committed freshness; `pytest -m soak` adds the latest reads' probe.
+@pytest.mark.parametrize("consistency", ["committed", pytest.param("latest", marks=pytest.mark.soak)])
 def test_bench_freshness_sees_every_probe(broker, spark, make_settings, consistency):
     settings = make_settings()
     figures = run_freshness_bench(settings, "player_stats", rate=200, probes=3, trigger="1s",

@@ -35,7 +35,7 @@ from deltastate.ingest.producer import ensure_topic, produce_records
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 DASHBOARD = PROJECT_ROOT / "docker" / "grafana" / "dashboards" / "deltastate.json"
-RATE, SECONDS, PLAYERS = 100, 40, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
+RATE, SECONDS, PLAYERS = 100, 25, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
 INVALID_EVERY = 50  # one record in 50 is not JSON: a dead letter
 
 
