@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import click
 
 from deltastate.cli.errors import reported, settings_of
+from deltastate.config import Settings
 
 
 @contextmanager
@@ -92,7 +93,7 @@ def cleanup(ctx: click.Context, store: str, topic: str | None, now_ms: int | Non
                    f"{report.tail_records:,} records not yet applied), {len(report.raced)} raced")
 
 
-def _expires_by_ttl(settings, store: str) -> bool:
+def _expires_by_ttl(settings: Settings, store: str) -> bool:
     """Whether the store's cleanup is TTL (its report has the ttl figures), as its backend says."""
     from deltastate.stores import load_store
     from deltastate.stores.backends import TTL, backend_of
