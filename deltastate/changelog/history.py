@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from deltastate.changelog.deltalog import local_dir
-from deltastate.changelog.layout import CHANGELOG, INTAKE, is_windowed
+from deltastate.changelog.layout import CHANGELOG, INTAKE
 from deltastate.changelog.log_replay import LiveFile, TableLog
 from deltastate.changelog.rules import merge_stream_times
 from deltastate.config import Settings
 from deltastate.stores import load_store
+from deltastate.stores.backends import WINDOWED, backend_of
 
 _LOGS = TableLog()  # one replay per table for the process: a page asks every few seconds
 LAG_SAMPLES = 60  # offsets_for_times round trips per answer, at most (the newest batch always)
@@ -224,7 +225,7 @@ def store_history(settings: Settings, store_name: str, hours: float, now_ms: int
     totals = {c: sum(b.counts[c] for b in batches) for c in ("records_in", "applied", "dead_lettered", "tombstones", "late")}
     iso = lambda ms: datetime.fromtimestamp(ms / 1000, UTC).isoformat()  # noqa: E731
     return {
-        "store": store_name, "store_type": store.type, "topic": topic, "windowed": is_windowed(store),
+        "store": store_name, "store_type": store.type, "topic": topic, "windowed": backend_of(store).family == WINDOWED,
         "hours": hours, "since": iso(since_ms), "until": iso(now_ms), "batch_count": len(batches), "totals": totals,
         "series": {name: {"title": title, "unit": unit, "points": points[name]} for name, (title, unit) in SERIES.items()},
         "notes": notes,

@@ -8,21 +8,21 @@ intake      one audit row per micro-batch of the store's query: records in = app
 
 from __future__ import annotations
 
+# The store-key and entry columns are the backends' (they decide which a store carries), named here too
+# so that every reader of the tables finds all the column names in one module.
+from deltastate.stores.backends import backend_of
+from deltastate.stores.backends.columns import DELETE_REASON as DELETE_REASON
+from deltastate.stores.backends.columns import EVENTS as EVENTS
+from deltastate.stores.backends.columns import KEY as KEY
+from deltastate.stores.backends.columns import WINDOW_COLUMNS as WINDOW_COLUMNS
+from deltastate.stores.backends.columns import WINDOW_END as WINDOW_END
+from deltastate.stores.backends.columns import WINDOW_START as WINDOW_START
 from deltastate.stores.definition import StoreDefinition
 
 CHANGELOG = "changelog"
 DEADLETTER = "deadletter"
 INTAKE = "intake"
 
-KEY = "key"
-# Window and session stores key their state by (key, window_start, window_end), epoch millis, [start, end)
-# as Kafka Streams' Windowed<K>; a session's bounds are its first and last event times.
-WINDOW_START = "window_start"
-WINDOW_END = "window_end"
-WINDOW_COLUMNS: tuple[tuple[str, str], ...] = ((WINDOW_START, "bigint"), (WINDOW_END, "bigint"))
-# How many events an entry of a window or session store aggregates: merging an entry with new events
-# needs it (avg = sum / events) whatever value fields the store declares.
-EVENTS = "events"
 OP = "op"
 OP_PUT = "put"
 OP_DELETE = "delete"
@@ -52,10 +52,7 @@ BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
 # state transformed, epoch 0): they come from no micro-batch, so they have no audit row.
 MIGRATION_SEED_LINEAGE = "deltastate-migration/seed"
 
-# Why a delete was written, in the changelog of an LRU store (max_entries): 'evicted' when the store
-# dropped the least recently updated key to make room, null for a tombstone from the source.
-DELETE_REASON = "reason"
-REASON_EVICTED = "evicted"
+REASON_EVICTED = "evicted"  # DELETE_REASON of an LRU store's eviction (null: a tombstone from the source)
 
 DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),
@@ -103,27 +100,22 @@ def segment_of(epoch: int, batch_id: int) -> int:
     return epoch * 1_000_000_000 + batch_id // BATCHES_PER_SEGMENT
 
 
-def is_windowed(store: StoreDefinition) -> bool:
-    return store.type in ("window", "session")
-
-
 def store_key_columns(store: StoreDefinition) -> tuple[str, ...]:
     """The columns that identify one state entry: the key, plus the window or session bounds."""
-    return (KEY, WINDOW_START, WINDOW_END) if is_windowed(store) else (KEY,)
+    return backend_of(store).key_columns
 
 
 def entry_count_columns(store: StoreDefinition) -> tuple[str, ...]:
     """The event count a window or session entry carries beside its values (merges read it back)."""
-    return (EVENTS,) if is_windowed(store) else ()
+    return backend_of(store).entry_count_columns
 
 
 def changelog_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     """(name, spark SQL type) of the store's changelog, store key first."""
-    windowed = is_windowed(store)
-    window = list(WINDOW_COLUMNS) if windowed else []
-    events = [(c, "bigint") for c in entry_count_columns(store)]
-    reason = [(DELETE_REASON, "string")] if store.max_entries is not None else []
-    return ([(KEY, "string")] + window + [(f.name, f.spark_type) for f in store.value_fields] + events
+    backend = backend_of(store)
+    events = [(c, "bigint") for c in backend.entry_count_columns]
+    reason = [(c, "string") for c in backend.delete_reason_columns]
+    return ([*backend.key_column_types] + [(f.name, f.spark_type) for f in store.value_fields] + events
             + list(BOOKKEEPING_COLUMNS) + reason)
 
 

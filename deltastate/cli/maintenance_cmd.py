@@ -12,6 +12,7 @@ from contextlib import contextmanager
 import click
 
 from deltastate.cli.errors import reported, settings_of
+from deltastate.config import Settings
 
 
 @contextmanager
@@ -87,9 +88,17 @@ def cleanup(ctx: click.Context, store: str, topic: str | None, now_ms: int | Non
                f"{report.expired_keys:,} keys, {report.expired_windows:,} windows, "
                f"{report.expired_sessions:,} sessions expired; {report.tombstones_written:,} tombstones written; "
                f"{report.seconds:.1f} s")
-    if report.store_type == "key_value":
+    if _expires_by_ttl(settings_of(ctx), store):
         click.echo(f"  ttl: {report.candidates:,} keys past the ttl, {report.spared:,} spared (updated in the "
                    f"{report.tail_records:,} records not yet applied), {len(report.raced)} raced")
+
+
+def _expires_by_ttl(settings: Settings, store: str) -> bool:
+    """Whether the store's cleanup is TTL (its report has the ttl figures), as its backend says."""
+    from deltastate.stores import load_store
+    from deltastate.stores.backends import TTL, backend_of
+
+    return backend_of(load_store(settings, store)).expiry == TTL
 
 
 def register(cli: click.Group) -> None:

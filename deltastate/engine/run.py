@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deltastate import metrics
-from deltastate.changelog.layout import is_windowed
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import drop_orphan_temp_files, verify_checkpoint
@@ -28,9 +27,13 @@ from deltastate.engine.keyvalue.start import start_keyvalue
 from deltastate.engine.windowed.start import start_windowed
 from deltastate.infra.spark import get_spark
 from deltastate.stores import load_store
+from deltastate.stores.backends import backend_of
 from deltastate.stores.fence import check_may_write, fenced
 
 log = logging.getLogger(__name__)
+
+# The start function of each engine package a backend names (StoreBackend.engine).
+ENGINE_STARTS = {"keyvalue": start_keyvalue, "windowed": start_windowed}
 
 
 def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger: str = "1 second",
@@ -60,7 +63,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     source = source_stream(spark, settings, topic, max_offsets_per_trigger, starting)
     result = RunResult(store=store_name, lineage=lineage)
     on_batch = metrics.watch_run(spark, settings, store, lineage, topic, once, counting_listener(result, listener))
-    start = start_windowed if is_windowed(store) else start_keyvalue
+    start = ENGINE_STARTS[backend_of(store).engine]
     writer = start(spark, settings, store, lineage, source, topic, on_batch, resume)
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
     started = time.monotonic()

@@ -20,6 +20,7 @@ from deltastate.maintenance.stats import get_session
 from deltastate.maintenance.stats import now_ms as clock_ms
 from deltastate.report import Report
 from deltastate.stores import load_store
+from deltastate.stores.backends import TTL, backend_of
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -60,14 +61,15 @@ def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefi
     base = CleanupReport(store.name, store.type, version)
     if version is None:
         return _done(base, started, skipped="no changelog table yet")
-    if store.type == "key_value":
+    backend = backend_of(store)
+    if backend.expiry == TTL:
         if not store.ttl_ms:
             return _done(base, started, skipped="no ttl declared")
         return _done(_expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
                                  topic or store.source.topic), started)
     written = retention.expire_windows(spark, settings, store, version, write_ms=clock_ms())
-    kind = "expired_windows" if store.type == "window" else "expired_sessions"
-    return _done(CleanupReport(**{**asdict(base), kind: written, "tombstones_written": written}), started)
+    counter = backend.expired_counter  # expired_windows or expired_sessions
+    return _done(CleanupReport(**{**asdict(base), counter: written, "tombstones_written": written}), started)
 
 
 def _done(report: CleanupReport, started: float, **changes: Any) -> CleanupReport:

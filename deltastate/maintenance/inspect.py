@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, is_windowed
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER
 from deltastate.changelog.reader import latest_state
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
@@ -24,6 +24,7 @@ from deltastate.engine.common.source import QUERY
 from deltastate.maintenance.stats import dirty_ratio, table_figures
 from deltastate.snapshot.catalog import read_info, read_pointer, snapshot_files, snapshot_name
 from deltastate.stores import load_store
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
     """topic_ends: partition -> end offset of the source topic (read from the broker when None)."""
     store = load_store(settings, store_name)
     checkpoint = Path(settings.checkpoint_path(store.storage))
+    backend = backend_of(store)
     out = StoreInspection(store.name, store.type, store.source.topic)
     out.state = _state(store, checkpoint)
     out.checkpoint = _checkpoint(checkpoint)
@@ -64,22 +66,22 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
     out.source = {"topic": committed.get("topic") or store.source.topic, "committed_offsets": offsets,
                   "end_offsets": ends,
                   "lag": {p: max(0, ends[p] - offsets.get(p, 0)) for p in sorted(ends)}}
-    if not is_windowed(store) and out.checkpoint["committed_batch"] is not None:
+    if backend.spark_state and out.checkpoint["committed_batch"] is not None:
         out.state_shards = _state_shards(spark, store.name, checkpoint / QUERY, out.checkpoint["committed_batch"])
     out.changelog = _changelog(spark, settings, store)
     out.snapshots = _snapshots(settings, store.name)
     out.dead_letters = _dead_letters(spark, settings, store)
-    out.restore = (_restore_estimate(checkpoint, out.changelog.get("live_keys")) if store.changelog.enabled
+    out.restore = (_restore_estimate(checkpoint, out.changelog.get("live_keys")) if backend.has_changelog
                    else {"measured": False, "mode": "replay", "note": UNLOGGED_NOTE})
     return out
 
 
 def _state(store: StoreDefinition, checkpoint: Path) -> dict[str, Any]:
-    if is_windowed(store):
+    backend = backend_of(store)
+    if not backend.spark_state:
         return {"kept_in": "changelog", "note": "window and session state is read from the changelog"}
-    lru = {} if store.max_entries is None else {
-        "max_entries": store.max_entries,
-        "per_partition": [store.lru_capacity(p) for p in range(store.source.partitions)]}
+    capacities = backend.partition_capacities(store)
+    lru = {} if capacities is None else {"max_entries": store.max_entries, "per_partition": list(capacities)}
     return {"kept_in": "spark state store", "provider": store.state.provider, **lru,
             "provider_class": store.state.provider_class,
             "checkpoint_provider_class": checkpoint_state_provider(str(checkpoint / QUERY)),
@@ -152,7 +154,7 @@ UNLOGGED_NOTE = ("changelog.enabled: false: the state lives only in the Spark st
 
 def _changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, Any]:
     path = settings.table_path(store.storage, CHANGELOG)
-    if not store.changelog.enabled:
+    if not backend_of(store).has_changelog:
         return {"path": path, "enabled": False, "note": UNLOGGED_NOTE}
     if not table_exists(spark, path):
         return {"path": path, "exists": False}

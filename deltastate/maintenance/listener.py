@@ -9,9 +9,9 @@ partition), so each batch says which partition it restored.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
-RestoreMode = Literal["full", "partial", "replay"]
+from deltastate.stores.backends import RestoreMode
 
 
 class RestoreListener(Protocol):

@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from deltastate import metrics
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE, is_windowed
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import ensure_tables, table_exists
@@ -43,6 +43,7 @@ from deltastate.maintenance.inspect import record_restore_rate
 from deltastate.maintenance.listener import RestoreListener, RestoreMode, SilentListener
 from deltastate.report import Report
 from deltastate.stores import load_store
+from deltastate.stores.backends import backend_of, cleanup_lineage_ids
 from deltastate.stores.definition import StoreDefinition
 
 SEED_DIR = "seed"
@@ -161,10 +162,8 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
 def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
     """Changelog rows of micro-batches whose audit row never landed. Cleanup's tombstones have no
     audit rows, by design, and stay."""
-    from deltastate.maintenance.retention import CLEANUP_LINEAGE_ID
-
     return _drop_unaudited(spark, settings.table_path(store.storage, CHANGELOG), settings.table_path(store.storage, INTAKE),
-                           (*sorted(set(CLEANUP_LINEAGE_ID.values())), MIGRATION_SEED_LINEAGE))
+                           (*cleanup_lineage_ids(), MIGRATION_SEED_LINEAGE))
 
 
 def restore_store(settings: Settings, store_name: str, *, listener: RestoreListener | None = None,
@@ -180,9 +179,9 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     ensure_tables(spark, settings, store)
     moved = _move_aside(settings.checkpoint_path(store.storage))
     version = changelog_version(spark, settings.table_path(store.storage, CHANGELOG))
-    if not store.changelog.enabled:
+    mode: RestoreMode = backend_of(store).restore_mode
+    if mode == "replay":
         return _replay(spark, settings, store, moved, listener, started)
-    mode: RestoreMode = "partial" if is_windowed(store) else "full"
     listener.on_start(store.name, version, mode)
     orphans = drop_orphan_dead_letters(spark, settings, store)
     orphans += drop_unaudited_changelog(spark, settings, store)

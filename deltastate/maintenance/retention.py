@@ -24,16 +24,15 @@ from deltastate.changelog import layout
 from deltastate.changelog.rules import latest_per_key, retained_column, retention_horizon, stream_times_frame
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-CLEANUP_LINEAGE_ID = {"window": "deltastate-cleanup/window-retention", "session": "deltastate-cleanup/session-expiry"}
-
 
 def retention_spec(store: StoreDefinition) -> WindowSpec | SessionSpec:
-    spec = store.window if store.type == "window" else store.session
+    spec = backend_of(store).retention_spec(store)
     if spec is None:
         raise ValueError(f"store {store.name!r} of type {store.type} has no window/session settings")
     return spec
@@ -79,6 +78,13 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
         tombstones.unpersist()
 
 
+def _cleanup_lineage_id(store: StoreDefinition) -> str:
+    lineage_id = backend_of(store).cleanup_lineage_id
+    if lineage_id is None:
+        raise ValueError(f"store {store.name!r} of type {store.type} appends no cleanup tombstones")
+    return lineage_id
+
+
 def _tombstone_column(name: str, data_type, store: StoreDefinition, ordering: tuple[int, int, int], write_ms: int):
     from pyspark.sql import functions as F
 
@@ -88,7 +94,7 @@ def _tombstone_column(name: str, data_type, store: StoreDefinition, ordering: tu
         layout.OP: F.lit(layout.OP_DELETE),
         "epoch": F.lit(epoch).cast("int"),
         "batch_id": F.lit(batch_id).cast("bigint"),
-        "lineage_id": F.lit(CLEANUP_LINEAGE_ID[store.type]),
+        "lineage_id": F.lit(_cleanup_lineage_id(store)),
         "write_time": F.timestamp_millis(F.lit(write_ms)),
         layout.SEGMENT: F.lit(segment).cast("bigint"),
     }

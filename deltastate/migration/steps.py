@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from deltastate import metrics
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, is_windowed
+from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE
 from deltastate.changelog.reader import state_columns
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
@@ -34,6 +34,7 @@ from deltastate.migration.plan import MigrationError, check_target, plan_migrati
 from deltastate.migration.seed import committed_state, seed_changelog, seed_stream_times, transformed
 from deltastate.report import Report
 from deltastate.stores import load_store
+from deltastate.stores.backends import backend_of
 from deltastate.stores.current import read_control, write_control
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.fence import BUILDING, CUT_OVER, CUTOVER, ROLLED_BACK
@@ -104,14 +105,15 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
         state, position = committed_state(spark, settings, live)
         offsets = position.next_offsets
         seed = transformed(state, live, target).persist()
+        in_state_store = backend_of(target).spark_state
         try:
             seed_changelog(seed, target, settings)
             rows = seed.count()
-            if is_windowed(target):  # state is read back from the changelog, stream times from the intake
+            if not in_state_store:  # state is read back from the changelog, stream times from the intake
                 seed_stream_times(spark, settings, target, position.stream_times)
             lineage = load_or_create(spark, settings, target)  # after the seed: epoch 1
             seed_path = None
-            if rows and not is_windowed(target):  # key-value state is loaded into Spark's state store
+            if rows and in_state_store:  # key-value state is loaded into Spark's state store
                 seed_path = f"{lineage.checkpoint}/{SEED_DIR}"
                 seed.select(*state_columns(target)).write.format("delta").mode("overwrite").save(seed_path)
         finally:

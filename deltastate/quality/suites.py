@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deltastate.changelog.layout import is_windowed, store_key_columns
+from deltastate.changelog.layout import store_key_columns
 from deltastate.config import Settings
 from deltastate.errors import ConfigError
+from deltastate.stores.backends import FAMILIES, backend_of
 from deltastate.stores.definition import StoreDefinition
 
 SUITES = ("events", "changelog", "snapshot")
@@ -83,12 +84,13 @@ def _fill(value: Any, store: StoreDefinition, values: dict[str, Any], field: str
 def expand(spec: SuiteSpec, store: StoreDefinition, values: dict[str, Any] | None = None) -> list[Expectation]:
     """The spec's expectations for one store, in spec order."""
     values = values or {}
+    family = backend_of(store).family  # what "when" names: windowed or key_value
     out: list[Expectation] = []
     for item in spec.expectations:
         when = item.get("when")
-        if when not in (None, "windowed", "key_value"):
+        if when is not None and when not in FAMILIES:
             raise ConfigError(f"quality suite {spec.suite!r}: unknown 'when': {when!r}")
-        if when is not None and (when == "windowed") != is_windowed(store):
+        if when is not None and when != family:
             continue
         each = item.get("for_each")
         if each is not None and each not in _lists(store):

@@ -26,6 +26,7 @@ from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.reader import Snapshot
 from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.snapshot.publish import quote
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -63,9 +64,9 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     import duckdb
     import pyarrow.parquet as pq
 
-    if not store.changelog.enabled:
-        raise ParameterError("fresh", f"store {store.name!r} keeps no changelog (changelog.enabled: false): only "
-                                      "its published snapshot can be read")
+    refusal = backend_of(store).fresh_refusal(store)
+    if refusal is not None:
+        raise ParameterError("fresh", refusal)
     info = snap.store_info.get(store.name)
     held = None if info is None else info.changelog_version
     table_path = settings.table_path(store.storage, CHANGELOG)

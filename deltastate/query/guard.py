@@ -57,12 +57,13 @@ def check_read_only(query: str) -> str:
     statement = statements[0]
     text = statement.query.strip().rstrip(";").strip()
     keyword = first_keyword(text)
-    if statement.type == duckdb.StatementType.EXPLAIN and keyword == "EXPLAIN":
+    statement_type = statement.type  # DuckDB's parse of the statement: SELECT, EXPLAIN, INSERT, ...
+    if statement_type == duckdb.StatementType.EXPLAIN and keyword == "EXPLAIN":
         inner = _EXPLAIN.sub("", _LEADING_NOISE.sub("", text, count=1), count=1)
         check_read_only(inner)  # EXPLAIN ANALYZE runs its statement: it must be a read as well
         return text
-    if statement.type != duckdb.StatementType.SELECT:
-        raise _refuse(statement.type.name)
+    if statement_type != duckdb.StatementType.SELECT:
+        raise _refuse(statement_type.name)
     if keyword not in READ_KEYWORDS:
         raise _refuse(keyword or "this")
     return text

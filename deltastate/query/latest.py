@@ -30,6 +30,7 @@ from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.validate import parse_event, record_reason
 from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.tail import Record
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import evaluate, parse
 
@@ -53,15 +54,9 @@ class LatestPosition:
 
 
 def check_latest_supported(store: StoreDefinition) -> None:
-    if store.type != "key_value":
-        raise ParameterError("consistency", f"store {store.name!r} is a {store.type} store: latest applies to "
-                                            "key-value stores; use committed")
-    if store.max_entries is not None:
-        raise ParameterError("consistency", f"store {store.name!r} is an LRU store (max_entries): its evictions "
-                                            "depend on every key's records; use committed")
-    if not store.changelog.enabled:
-        raise ParameterError("consistency", f"store {store.name!r} keeps no changelog (changelog.enabled: false): "
-                                            "only its published snapshot can be read")
+    refusal = backend_of(store).latest_refusal(store)
+    if refusal is not None:
+        raise ParameterError("consistency", refusal)
 
 
 def committed_offsets(settings: Settings, deltalog: DeltaLog, store: StoreDefinition) -> dict[int, int]:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import KEY, WINDOW_END, WINDOW_START, is_windowed, store_key_columns
+from deltastate.changelog.layout import KEY, WINDOW_END, WINDOW_START, store_key_columns
 from deltastate.changelog.rules import retained_column
 from deltastate.config import Settings
 from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
@@ -33,6 +33,7 @@ from deltastate.query.times import parse_time
 from deltastate.snapshot.publish import quote
 from deltastate.snapshot.read_index import StoreIndex
 from deltastate.stores import list_stores, load_store
+from deltastate.stores.backends import Read, backend_of
 from deltastate.stores.current import FIRST_VERSION, current_version
 from deltastate.stores.definition import StoreDefinition
 
@@ -169,13 +170,13 @@ class Queries:
             return merged
         # Entries past retention at the newer stream times have left the store (see query/fresh.py).
         cases = " ".join(f"WHEN {int(p)} THEN {int(h)}" for p, h in sorted(overlay.horizon.items()))
-        edge = retained_column(store.window or store.session)  # type: ignore[arg-type]
+        edge = retained_column(backend_of(store).retention_spec(store))  # type: ignore[arg-type]
         return (f"(SELECT * FROM {merged} WHERE {quote(edge)} > "
                 f"coalesce(CASE source_partition {cases} END, {-2**63}))")
 
     @staticmethod
     def _order_by(store: StoreDefinition, by: str | None) -> str:
-        if store.type != "key_value":
+        if not backend_of(store).answers("top"):
             raise StoreTypeError(store.name, store.type, "a leaderboard (top, rank)",
                                  "use windows/sessions, or sql for ad-hoc rankings")
         column = by if by is not None else store.leaderboard_default_by
@@ -187,11 +188,11 @@ class Queries:
         return column
 
     @staticmethod
-    def _require_windowed(store: StoreDefinition, read: str, kind: str) -> None:
-        if store.type != kind:
-            hint = ("use get/range/all" if store.type == "key_value"
-                    else "use windows" if store.type == "window" else "use sessions")
-            raise StoreTypeError(store.name, store.type, read, hint)
+    def _require(store: StoreDefinition, read: Read, what: str) -> None:
+        """StoreTypeError naming `what` and the reads to use instead, unless the store answers `read`."""
+        backend = backend_of(store)
+        if not backend.answers(read):
+            raise StoreTypeError(store.name, store.type, what, backend.read_hint)
 
     @staticmethod
     def _run(snap: Snapshot, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
@@ -235,8 +236,7 @@ class Queries:
     def get_many(self, store: str, keys: Sequence[str]) -> QueryResult:
         """The rows of the keys present, in the order asked (a key asked twice answers twice)."""
         definition = self.store(store)
-        if is_windowed(definition):
-            self._require_windowed(definition, "get", "key_value")
+        self._require(definition, "get", "get")
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
@@ -321,7 +321,7 @@ class Queries:
         key=None is fetchAll(from, to): every key's windows in range, by (start, key). Open bounds
         when from/to are None. Times: epoch millis or ISO-8601 (UTC when no zone)."""
         definition = self.store(store)
-        self._require_windowed(definition, "a window fetch", "window")
+        self._require(definition, "windows", "a window fetch")
         bounds = [(WINDOW_START, ">=", parse_time(time_from, "from")), (WINDOW_START, "<=", parse_time(time_to, "to"))]
         order = (WINDOW_START, KEY, WINDOW_END)
         return self._windowed(definition, key, bounds, order, _positive("limit", limit))
@@ -331,7 +331,7 @@ class Queries:
         """SessionStore.findSessions(key, earliestSessionEndTime, latestSessionStartTime): the key's
         sessions with end >= earliest_end and start <= latest_start, by start."""
         definition = self.store(store)
-        self._require_windowed(definition, "a session fetch", "session")
+        self._require(definition, "sessions", "a session fetch")
         bounds = [(WINDOW_END, ">=", parse_time(earliest_end, "earliest_end")),
                   (WINDOW_START, "<=", parse_time(latest_start, "latest_start"))]
         return self._windowed(definition, key, bounds, (WINDOW_START, WINDOW_END), None)

@@ -20,6 +20,7 @@ from deltastate.errors import KeyNotFoundError, SnapshotError
 from deltastate.service.answers import jsonable
 from deltastate.service.freshness import Freshness, check_max_staleness
 from deltastate.service.state import ServiceState
+from deltastate.stores.backends import backend_of
 
 # Values JSON writes as they are (jsonable returns them unchanged): no per-value conversion call.
 _PLAIN = frozenset({str, int, bool, type(None)})
@@ -84,7 +85,7 @@ class PointGet:
             if store not in snap.store_info:
                 return None
             definition = state.queries.at(snap).store(store)
-            index = snap.index(store) if definition.type == "key_value" else None
+            index = snap.index(store) if backend_of(definition).read_index else None
             if index is None:
                 return None
             freshness = state.freshness.of(snap, [store], None)

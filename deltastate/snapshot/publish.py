@@ -28,9 +28,6 @@ from deltastate import metrics
 from deltastate.changelog.layout import (
     CHANGELOG,
     INTAKE,
-    KEY,
-    WINDOW_COLUMNS,
-    is_windowed,
     store_key_columns,
 )
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
@@ -59,6 +56,7 @@ from deltastate.snapshot.catalog import (
 )
 from deltastate.snapshot.read_index import build_read_index, index_dir, remove_index
 from deltastate.stores import list_stores, load_store
+from deltastate.stores.backends import FROM_STATE_STORE, backend_of
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
@@ -66,6 +64,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DUCKDB_TYPES = {"long": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}
+# The store-key columns' Spark types (StoreBackend.key_column_types) in DuckDB.
+_DUCKDB_KEY_TYPES = {"string": "VARCHAR", "bigint": "BIGINT"}
 # Provenance columns kept per key in a snapshot table, after the value columns.
 PROVENANCE: tuple[tuple[str, str], ...] = (
     ("source_partition", "INTEGER"),
@@ -82,9 +82,9 @@ def quote(identifier: str) -> str:
 
 def table_columns(store: StoreDefinition) -> list[tuple[str, str]]:
     """(name, DuckDB type) of the store's snapshot table, key first."""
+    keys = [(name, _DUCKDB_KEY_TYPES[t]) for name, t in backend_of(store).key_column_types]
     values = [(f.name, DUCKDB_TYPES[f.type]) for f in store.value_fields]
-    window = [(name, "BIGINT") for name, _ in WINDOW_COLUMNS] if is_windowed(store) else []
-    return [(KEY, "VARCHAR"), *window, *values, *PROVENANCE]
+    return [*keys, *values, *PROVENANCE]
 
 
 def table_ddl(store: StoreDefinition) -> str:
@@ -101,7 +101,7 @@ def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, s
     horizon from there (query/fresh.py)."""
     from pyspark.sql import functions as F
 
-    spec = store.window or store.session
+    spec = backend_of(store).retention_spec(store)
     if spec is None:
         return state, None, None
     latest = latest_commit(spark, settings.table_path(store.storage, INTAKE))
@@ -137,7 +137,7 @@ def _load_store(con: duckdb.DuckDBPyConnection, spark: SparkSession, settings: S
     """Create the store's table and fill it from the changelog pinned at its latest version."""
     con.execute(table_ddl(store))
     intake_version, times = None, None
-    if not store.changelog.enabled:
+    if backend_of(store).snapshot_source == FROM_STATE_STORE:
         # No changelog: the state store at the query's newest committed batch (no changelog version).
         from deltastate.engine.keyvalue.state_read import read_state  # pyspark stays off the read path
 

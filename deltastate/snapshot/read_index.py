@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate.changelog.layout import KEY
 from deltastate.snapshot.catalog import INDEX_SUFFIX
+from deltastate.stores.backends import backend_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,7 +55,7 @@ def build_read_index(snapshot_file: Path, stores: list[StoreDefinition], out: Pa
     try:
         held = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         for store in stores:
-            if store.type != "key_value" or store.name not in held:
+            if not backend_of(store).read_index or store.name not in held:
                 continue
             table = con.sql(f'SELECT * FROM "{store.name}"').to_arrow_table()
             table = table.take(pc.sort_indices(table, [(KEY, "ascending")])).combine_chunks()

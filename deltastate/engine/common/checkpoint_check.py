@@ -19,13 +19,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, is_windowed, segment_of
+from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, segment_of
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import log_snapshot, newest_batch
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import LINEAGE_FILE, Lineage
 from deltastate.engine.common.source import QUERY
 from deltastate.errors import CheckpointMismatchError
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.state import PROVIDER_KEY
 
@@ -183,7 +184,8 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
     newest = [b for table, path in paths.items()
               if (b := newest_batch(spark, path, lineage.app_id(table), lineage_id)) is not None]
     # Key-value state lives in Spark's state store; window and session state is in the changelog.
+    in_state_store = backend_of(store).spark_state
     _check_query(store.name, checkpoint / QUERY, max(newest, default=None), f"{CHANGELOG}/{INTAKE}",
-                 stateful=not is_windowed(store))
-    if not is_windowed(store):
+                 stateful=in_state_store)
+    if in_state_store:
         _check_provider(store, checkpoint / QUERY)

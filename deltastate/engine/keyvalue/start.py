@@ -15,6 +15,7 @@ from deltastate.engine.keyvalue.fold import register_fold
 from deltastate.engine.keyvalue.lru import lru_stream
 from deltastate.engine.keyvalue.plan import classified_stream, seed_stream, store_stream
 from deltastate.engine.keyvalue.writer import store_writer
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -25,7 +26,7 @@ def start_keyvalue(spark: SparkSession, settings: Settings, store: StoreDefiniti
     fold = register_fold(spark, store)
     seed = seed_stream(spark, resume.seed_path) if resume is not None and resume.seed_path else None
     classified = classified_stream(source, settings, store)
-    plan = store_stream if store.max_entries is None else lru_stream
+    plan = lru_stream if backend_of(store).evicts else store_stream
     return (plan(classified, store, fold, seed).writeStream.queryName(f"{store.name}-{QUERY}")
             .option("checkpointLocation", lineage.query_checkpoint(QUERY))
             .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, listener)))

@@ -31,6 +31,7 @@ from deltastate.engine.keyvalue.audit import (
 from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.errors import AuditMismatchError
+from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
@@ -58,7 +59,7 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
          .otherwise(F.col("kafka_timestamp")).alias("event_time"),
         F.current_timestamp().alias("write_time"),
         F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
-        *([F.col(layout.DELETE_REASON)] if store.max_entries is not None else []),
+        *[F.col(c) for c in backend_of(store).delete_reason_columns],
     )
 
 
@@ -68,6 +69,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
     row, each appended once. The audit row lands last: a batch is done when it has one."""
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
+    writes_changelog = backend_of(store).has_changelog
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
@@ -91,7 +93,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                 ledger = load_ledger(batch.sparkSession, settings, store, lineage, batch_id)
             audit = batch_audit(ledger, running, store.name, batch_id)
             stated = time.perf_counter()
-            if by_op and store.changelog.enabled:
+            if by_op and writes_changelog:
                 records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
                 append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
         finally:
