@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deltastate import metrics
+from deltastate.changelog.audit_log import flush_audits
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import drop_orphan_temp_files, verify_checkpoint
@@ -52,6 +53,9 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     drop_orphan_temp_files(Path(settings.checkpoint_path(store.storage)))
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)
+    # Audits committed with the changelog but not yet copied (a run that died) reach the intake
+    # table before anything reads it: the checkpoint check, the run's ledger, its stream times.
+    flush_audits(spark, settings, store)
     verify_checkpoint(spark, settings, store)
     lineage = load_or_create(spark, settings, store)
     resume = resume_plan_for(lineage, resume)
@@ -78,6 +82,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     finally:
         if query.isActive:
             query.stop()
+        flush_audits(spark, settings, store)  # the run's last audits, before anyone reads its history
     if query.exception() is not None:
         raise query.exception()
     result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]

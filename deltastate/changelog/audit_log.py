@@ -1,0 +1,220 @@
+"""A micro-batch's audit rides in its changelog commit; the intake table keeps the audit history.
+
+A batch of a store with a changelog lands in one Delta commit: its changelog records, and its audit
+row as the commit's `userMetadata` (JSON under AUDIT_KEY). Records and audit cannot be separated by a
+crash, and the batch pays one commit instead of two. A batch that changed no key still commits, with
+no rows, to carry its audit.
+
+The intake table stays the audit's queryable history: `flush_audits` copies the audits of changelog
+commits into it, each lineage's rows in one idempotent append (txnAppId = the lineage's intake app
+id, txnVersion = its newest batch), so a copy repeated after a crash, or by two processes at once,
+lands once. The engine flushes when a run starts, every `DELTASTATE_AUDIT_FLUSH_SECONDS` while it
+runs, and when it stops; restore flushes before it reads the audit. Readers that only follow the
+history (store pages, metrics, retention) see it up to one flush interval late, which moves nothing
+they answer past what the changelog holds: a later stream time only ever retains less.
+
+commitInfo is not kept in Delta checkpoints, and JSON commits leave the log after
+`delta.logRetentionDuration` (30 days): the intake copy is what makes the audit permanent, and a
+flush at every run start keeps the gap far inside that.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import CHANGELOG, INTAKE, INTAKE_COLUMNS
+from deltastate.changelog.txn_log import txn_versions
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+AUDIT_KEY = "deltastate.audit"  # a changelog commit's userMetadata: {AUDIT_KEY: {app_id, row}}
+FLUSH_KEY = "deltastate.copied_through"  # an intake commit's userMetadata: {FLUSH_KEY: changelog version}
+_ROW_COLUMNS = tuple(name for name, _ in INTAKE_COLUMNS if name != "write_time")
+_SCHEMA = ", ".join(f"{name} {type_}" for name, type_ in INTAKE_COLUMNS if name != "write_time")
+_MARKER_SEARCH = 50  # intake commits searched, newest first, for the last flush marker
+_RACE_SLACK = 100  # commits a concurrent writer may add while a flush reads the changelog's history
+
+
+@dataclass(frozen=True)
+class BatchAudit:
+    """One batch's audit row (layout.INTAKE_COLUMNS but write_time) and the intake app id it lands under."""
+
+    app_id: str
+    row: dict[str, Any]
+
+    def metadata(self) -> str:
+        return json.dumps({AUDIT_KEY: {"app_id": self.app_id, "row": self.row}}, sort_keys=True)
+
+    @classmethod
+    def from_metadata(cls, text: str | None) -> BatchAudit | None:
+        if not text or AUDIT_KEY not in text:
+            return None
+        try:
+            found = json.loads(text)[AUDIT_KEY]
+        except (ValueError, TypeError, KeyError):
+            return None
+        return cls(str(found["app_id"]), {c: found["row"].get(c) for c in _ROW_COLUMNS})
+
+
+def audit_record(lineage_id: str, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
+                 offsets: dict[int, tuple[int, int]], stream_times: dict[int, int], totals_before: str,
+                 late: int = 0) -> dict[str, Any]:
+    """One batch's audit row. counts: partition -> (records_in, applied, dead_lettered, tombstones);
+    offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time;
+    totals_before: JSON of what the writer carried into the batch (layout.INTAKE_COLUMNS)."""
+    records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
+    return {"lineage_id": lineage_id, "batch_id": batch_id, "records_in": records_in, "applied": applied,
+            "dead_lettered": dead, "tombstones": tombstones, "offsets": by_partition(offsets), "late": late,
+            "stream_times": by_partition(stream_times), "partition_counts": by_partition(counts),
+            "totals_before": totals_before}
+
+
+def by_partition(values: dict) -> str:
+    """JSON {partition: value} as the audit table holds it (tuples as lists, partitions in order)."""
+    return json.dumps({str(p): list(v) if isinstance(v, tuple) else v for p, v in sorted(values.items())})
+
+
+def audit_rows(spark: SparkSession, rows: list[dict[str, Any]], written: list[datetime] | None = None) -> DataFrame:
+    """Audit rows as a DataFrame in the intake table's column order; write_time is each row's commit
+    time when given, else now."""
+    frame = spark.createDataFrame([tuple(r[c] for c in _ROW_COLUMNS) for r in rows], _SCHEMA)
+    if written is None:
+        frame = frame.withColumn("write_time", F.current_timestamp())
+    else:
+        times = spark.createDataFrame([(r["lineage_id"], r["batch_id"], t) for r, t in zip(rows, written, strict=True)],
+                                      "lineage_id string, batch_id bigint, write_time timestamp")
+        frame = frame.join(times, ["lineage_id", "batch_id"])
+    return frame.select(*[n for n, _ in INTAKE_COLUMNS])
+
+
+def append_audit(df: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None) -> None:
+    """An idempotent intake append (txnAppId/txnVersion); older tables gain newer columns."""
+    writer = (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+              .option("mergeSchema", "true"))
+    if metadata is not None:
+        writer = writer.option("userMetadata", metadata)
+    writer.save(path)
+
+
+def commit_batch(records: DataFrame, changelog: str, intake: str, changelog_app_id: str, batch_id: int,
+                 audit: BatchAudit, counts: dict[str, Column] | None = None) -> dict[str, int]:
+    """One batch in one changelog commit: its records, its audit as the commit's metadata. Returns the
+    named counts over the records (count_if columns, say), observed while they are written.
+
+    A changelog that already holds the batch (a replay after a crash between the commit and Spark's
+    checkpoint) skips the append, metadata and all: the audit then goes to the intake table itself,
+    idempotently, which also completes a table written by two commits per batch whose crash fell
+    between them."""
+    spark = records.sparkSession
+    held = txn_versions(spark, changelog)
+    if held is not None and held.get(changelog_app_id, -1) >= batch_id:
+        row = records.agg(*[c.alias(n) for n, c in (counts or {}).items()]).first() if counts else None
+        append_audit(audit_rows(spark, [audit.row]), intake, audit.app_id, batch_id)
+        return {n: int(row[n]) for n in counts} if counts else {}
+    observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
+    writer = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
+    (writer.write.format("delta").mode("append").option("txnAppId", changelog_app_id)
+     .option("txnVersion", batch_id).option("userMetadata", audit.metadata()).save(changelog))
+    return {n: int(v) for n, v in observed.get.items()} if observed else {}
+
+
+def _flushed_through(spark: SparkSession, intake: str) -> int:
+    """The changelog version the intake's newest flush copied through (-1: none found)."""
+    from delta.tables import DeltaTable
+
+    for row in DeltaTable.forPath(spark, intake).history(_MARKER_SEARCH).select("userMetadata").collect():
+        text = row["userMetadata"]
+        if text and FLUSH_KEY in text:
+            try:
+                return int(json.loads(text)[FLUSH_KEY])
+            except (ValueError, TypeError, KeyError):
+                continue
+    return -1
+
+
+def pending_audits(spark: SparkSession, changelog: str, since: int) -> tuple[int, list[tuple[BatchAudit, datetime]]]:
+    """(newest changelog version, the audits of its commits after `since` with their commit times)."""
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, changelog)
+    newest = int(table.history(1).first()["version"])
+    if newest <= since:
+        return newest, []
+    # Commits landing meanwhile are newer than `newest`: the slack keeps since+1..newest in the window.
+    rows = table.history(newest - since + _RACE_SLACK).select("version", "timestamp", "userMetadata").collect()
+    found = []
+    for row in sorted(rows, key=lambda r: r["version"]):
+        audit = BatchAudit.from_metadata(row["userMetadata"])
+        if audit is not None and since < row["version"] <= newest:
+            found.append((audit, row["timestamp"]))
+    return newest, found
+
+
+def flush_audits(spark: SparkSession, settings: Settings, store: StoreDefinition, attempts: int = 3) -> int:
+    """Copies the audits of changelog commits into the intake table; returns how many rows it found to
+    copy (a copy running at the same time may land some of them instead: each lands once)."""
+    from delta.exceptions import ConcurrentTransactionException
+
+    from deltastate.changelog.tables import table_exists
+
+    changelog, intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
+    if not (table_exists(spark, changelog) and table_exists(spark, intake)):
+        return 0
+    for attempt in range(attempts):
+        try:
+            return _flush_once(spark, changelog, intake)
+        except ConcurrentTransactionException:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2)  # another process flushed the same lineage: read what it copied, then go on
+    return 0
+
+
+def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
+    newest, found = pending_audits(spark, changelog, _flushed_through(spark, intake))
+    if not found:
+        return 0
+    held = txn_versions(spark, intake)
+    if held is None:  # txn entries may expire: what the table holds is the answer
+        present = {(r["lineage_id"], int(r["batch_id"])) for r in
+                   spark.read.format("delta").load(intake).select("lineage_id", "batch_id").collect()}
+    by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
+    for audit, at in found:
+        batch = int(audit.row["batch_id"])
+        copied = ((audit.row["lineage_id"], batch) in present if held is None
+                  else batch <= held.get(audit.app_id, -1))
+        if not copied:
+            by_app.setdefault(audit.app_id, []).append((audit, at))
+    landed = 0
+    marker = json.dumps({FLUSH_KEY: newest})
+    for app_id, audits in sorted(by_app.items()):
+        audits.sort(key=lambda a: int(a[0].row["batch_id"]))
+        rows = [a.row for a, _ in audits]
+        append_audit(audit_rows(spark, rows, [at for _, at in audits]), intake, app_id, int(rows[-1]["batch_id"]), marker)
+        landed += len(rows)
+    return landed
+
+
+class AuditFlusher:
+    """Flushes a running store's audits at most every `every` seconds (and whenever asked)."""
+
+    def __init__(self, settings: Settings, store: StoreDefinition) -> None:
+        self.settings, self.store = settings, store
+        self.every = settings.audit_flush_seconds
+        self._last = time.monotonic()
+
+    def flush(self, spark: SparkSession) -> int:
+        self._last = time.monotonic()
+        return flush_audits(spark, self.settings, self.store)
+
+    def maybe_flush(self, spark: SparkSession) -> int:
+        return self.flush(spark) if time.monotonic() - self._last >= self.every else 0
+
