@@ -104,28 +104,6 @@ def append_audit(df: DataFrame, path: str, app_id: str, batch_id: int, metadata:
     writer.save(path)
 
 
-def commit_batch(records: DataFrame, changelog: str, intake: str, changelog_app_id: str, batch_id: int,
-                 audit: BatchAudit, counts: dict[str, Column] | None = None) -> dict[str, int]:
-    """One batch in one changelog commit: its records, its audit as the commit's metadata. Returns the
-    named counts over the records (count_if columns, say), observed while they are written.
-
-    A changelog that already holds the batch (a replay after a crash between the commit and Spark's
-    checkpoint) skips the append, metadata and all: the audit then goes to the intake table itself,
-    idempotently, which also completes a table written by two commits per batch whose crash fell
-    between them."""
-    spark = records.sparkSession
-    held = txn_versions(spark, changelog)
-    if held is not None and held.get(changelog_app_id, -1) >= batch_id:
-        row = records.agg(*[c.alias(n) for n, c in (counts or {}).items()]).first() if counts else None
-        append_audit(audit_rows(spark, [audit.row]), intake, audit.app_id, batch_id)
-        return {n: int(row[n]) for n in counts} if counts else {}
-    observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
-    writer = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
-    (writer.write.format("delta").mode("append").option("txnAppId", changelog_app_id)
-     .option("txnVersion", batch_id).option("userMetadata", audit.metadata()).save(changelog))
-    return {n: int(v) for n, v in observed.get.items()} if observed else {}
-
-
 def _flushed_through(spark: SparkSession, intake: str) -> int:
     """The changelog version the intake's newest flush copied through (-1: none found)."""
     from delta.tables import DeltaTable
@@ -203,18 +181,74 @@ def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
     return landed
 
 
-class AuditFlusher:
-    """Flushes a running store's audits at most every `every` seconds (and whenever asked)."""
+class BatchCommitter:
+    """A running store's batch commits (one per micro-batch) and the copies of their audits.
 
-    def __init__(self, settings: Settings, store: StoreDefinition) -> None:
-        self.settings, self.store = settings, store
+    Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
+    asks the log whether it already landed, through Delta's idempotent-write check
+    (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
+    plain append: the same commit without that reconstruction. The audits it committed are copied to
+    the intake table from memory, every `DELTASTATE_AUDIT_FLUSH_SECONDS`; the copy records the
+    changelog version it covers, where the next run's start resumes copying."""
+
+    def __init__(self, settings: Settings, store: StoreDefinition, changelog_app_id: str) -> None:
+        self.changelog, self.intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
+        self.changelog_app_id = changelog_app_id
         self.every = settings.audit_flush_seconds
-        self._last = time.monotonic()
+        self._first = True
+        self._pending: list[tuple[BatchAudit, datetime]] = []
+        self._last_copy = time.monotonic()
 
-    def flush(self, spark: SparkSession) -> int:
-        self._last = time.monotonic()
-        return flush_audits(spark, self.settings, self.store)
+    def commit(self, records: DataFrame, batch_id: int, audit: BatchAudit,
+               counts: dict[str, Column] | None = None) -> dict[str, int]:
+        """The batch's records and audit in one changelog commit; returns the named counts over the
+        records (count_if columns, say), observed while they are written."""
+        spark = records.sparkSession
+        first, self._first = self._first, False
+        if first and self._landed(spark, batch_id, audit):
+            row = records.agg(*[c.alias(n) for n, c in counts.items()]).first() if counts else None
+            return {n: int(row[n]) for n in counts} if counts else {}
+        observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
+        rows = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
+        writer = rows.write.format("delta").mode("append").option("userMetadata", audit.metadata())
+        if first:
+            writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
+        writer.save(self.changelog)
+        self._pending.append((audit, datetime.now()))
+        return {n: int(v) for n, v in observed.get.items()} if observed else {}
 
-    def maybe_flush(self, spark: SparkSession) -> int:
-        return self.flush(spark) if time.monotonic() - self._last >= self.every else 0
+    def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
+        """Whether a replayed batch is in place already. The run's start copied every committed
+        audit, so the intake table knows a batch committed with its audit; a changelog written by
+        two commits per batch may hold the records of a batch whose audit row never landed, which
+        then lands now."""
+        if (txn_versions(spark, self.intake) or {}).get(audit.app_id, -1) >= batch_id:
+            return True
+        held = txn_versions(spark, self.changelog)
+        if held is not None and held.get(self.changelog_app_id, -1) >= batch_id:
+            append_audit(audit_rows(spark, [audit.row]), self.intake, audit.app_id, batch_id)
+            return True
+        return False
 
+    def maybe_copy(self, spark: SparkSession) -> None:
+        if self._pending and time.monotonic() - self._last_copy >= self.every:
+            self.copy(spark)
+
+    def copy(self, spark: SparkSession) -> None:
+        """Appends the audits committed since the last copy to the intake table (idempotent)."""
+        from delta.tables import DeltaTable
+
+        if not self._pending:
+            return
+        # Every audit at or below this version is in memory or copied: this run is the store's one writer.
+        version = int(DeltaTable.forPath(spark, self.changelog).history(1).first()["version"])
+        marker = json.dumps({FLUSH_KEY: version})
+        by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
+        for audit, at in self._pending:
+            by_app.setdefault(audit.app_id, []).append((audit, at))
+        for app_id, audits in sorted(by_app.items()):
+            rows = [a.row for a, _ in audits]
+            append_audit(audit_rows(spark, rows, [at for _, at in audits]), self.intake, app_id,
+                         max(int(r["batch_id"]) for r in rows), marker)
+        self._pending.clear()
+        self._last_copy = time.monotonic()

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.audit_log import AuditFlusher, BatchAudit, append_audit, audit_record, audit_rows, commit_batch
+from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, append_audit, audit_record, audit_rows
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
@@ -72,7 +72,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
     writes_changelog = backend_of(store).has_changelog
-    flusher = AuditFlusher(settings, store)  # copies the commits' audits into the intake table
+    committer = BatchCommitter(settings, store, lineage.app_id(layout.CHANGELOG))
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
@@ -104,8 +104,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                     lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
                 if writes_changelog:
                     records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
-                    commit_batch(records, paths[layout.CHANGELOG], paths[layout.INTAKE],
-                                 lineage.app_id(layout.CHANGELOG), batch_id, record)
+                    committer.commit(records, batch_id, record)
                 else:
                     append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
         finally:
@@ -113,7 +112,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         committed = time.perf_counter()
         ledger = advance(ledger, audit, batch_id)
         if writes_changelog:
-            flusher.maybe_flush(spark)
+            committer.maybe_copy(spark)
         if listener:
             phases = {"state": stated - started, "commit": committed - stated,
                       "audit_flush": time.perf_counter() - committed}

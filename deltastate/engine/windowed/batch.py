@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.audit_log import AuditFlusher, BatchAudit, audit_record, commit_batch
+from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, audit_record
 from deltastate.changelog.rules import retention_horizon
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
@@ -182,7 +182,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
     spec = store.window or store.session
     assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
-    flusher = AuditFlusher(settings, store)  # copies the commits' audits into the intake table
+    committer = BatchCommitter(settings, store, lineage.app_id(layout.CHANGELOG))
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -242,17 +242,15 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 batch_max, stream_times_json(clock.times), late=totals["late"]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
             rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
-            by_op = commit_batch(rows, paths[layout.CHANGELOG], paths[layout.INTAKE],
-                                 lineage.app_id(layout.CHANGELOG), batch_id, audit,
-                                 {op: F.count_if(F.col(layout.OP) == F.lit(op))
-                                  for op in (layout.OP_PUT, layout.OP_DELETE)})
+            by_op = committer.commit(rows, batch_id, audit, {op: F.count_if(F.col(layout.OP) == F.lit(op))
+                                                             for op in (layout.OP_PUT, layout.OP_DELETE)})
             by_op = {op: n for op, n in by_op.items() if n}
             logged = time.perf_counter()
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:
                 _release(df)
-        flusher.maybe_flush(spark)
+        committer.maybe_copy(spark)
         if listener:
             # The windows are computed lazily, inside the changelog append.
             phases = {"read": read - started, "state_and_commit": logged - read,
