@@ -55,13 +55,14 @@ class BatchAudit:
 
     @classmethod
     def from_metadata(cls, text: str | None) -> BatchAudit | None:
+        """The audit a commit's userMetadata carries; None for any other metadata."""
         if not text or AUDIT_KEY not in text:
             return None
         try:
             found = json.loads(text)[AUDIT_KEY]
-        except (ValueError, TypeError, KeyError):
+            return cls(str(found["app_id"]), {c: found["row"].get(c) for c in _ROW_COLUMNS})
+        except (ValueError, TypeError, KeyError, AttributeError):
             return None
-        return cls(str(found["app_id"]), {c: found["row"].get(c) for c in _ROW_COLUMNS})
 
 
 def audit_record(lineage_id: str, batch_id: int, counts: dict[int, tuple[int, int, int, int]],
