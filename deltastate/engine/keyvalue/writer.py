@@ -8,6 +8,7 @@ update twice.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -78,6 +79,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         nonlocal ledger
         spark = batch.sparkSession
         started = time.perf_counter()
+        committed_row = None
         b = batch.persist()
         try:
             # One job runs the stateful plan into the cache and summarises it: a row per audit group
@@ -107,6 +109,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                     committer.commit(records, batch_id, record)
                 else:
                     append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
+                committed_row = {**record.row, "write_time": datetime.now()}
         finally:
             b.unpersist()
         committed = time.perf_counter()
@@ -116,7 +119,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         if listener:
             phases = {"state": stated - started, "commit": committed - stated,
                       "audit_flush": time.perf_counter() - committed}
-            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases))
+            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases,
+                                 audit=committed_row))
 
     return write
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -246,6 +247,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                                                              for op in (layout.OP_PUT, layout.OP_DELETE)})
             by_op = {op: n for op, n in by_op.items() if n}
             logged = time.perf_counter()
+            committed_row = {**audit.row, "write_time": datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:
@@ -256,6 +258,6 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             phases = {"read": read - started, "state_and_commit": logged - read,
                       "audit_flush": time.perf_counter() - logged}
             listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
-                                 totals["tombstones"], totals["late"], by_op, phases))
+                                 totals["tombstones"], totals["late"], by_op, phases, committed_row))
 
     return write
