@@ -21,6 +21,8 @@ flush at every run start keeps the gap far inside that.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE, INTAKE_COLUMNS
 from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
+
+log = logging.getLogger(__name__)
 
 AUDIT_KEY = "deltastate.audit"  # a changelog commit's userMetadata: {AUDIT_KEY: {app_id, row}}
 FLUSH_KEY = "deltastate.copied_through"  # an intake commit's userMetadata: {FLUSH_KEY: changelog version}
@@ -188,9 +192,10 @@ class BatchCommitter:
     Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
     asks the log whether it already landed, through Delta's idempotent-write check
     (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
-    plain append: the same commit without that reconstruction. The audits it committed are copied to
-    the intake table from memory, every `DELTASTATE_AUDIT_FLUSH_SECONDS`; the copy records the
-    changelog version it covers, where the next run's start resumes copying."""
+    plain append: the same commit without that reconstruction. The run's own thread copies the
+    audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
+    stream rather than inside a batch, and an idle store's too; each copy records the changelog
+    version it covers, where the next run's start resumes copying."""
 
     def __init__(self, settings: Settings, store: StoreDefinition, changelog_app_id: str) -> None:
         self.changelog, self.intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
@@ -198,6 +203,7 @@ class BatchCommitter:
         self.every = settings.audit_flush_seconds
         self._first = True
         self._pending: list[tuple[BatchAudit, datetime]] = []
+        self._lock = threading.Lock()  # the batch thread adds audits while the run's thread copies
         self._last_copy = time.monotonic()
 
     def commit(self, records: DataFrame, batch_id: int, audit: BatchAudit,
@@ -215,14 +221,14 @@ class BatchCommitter:
         if first:
             writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
         writer.save(self.changelog)
-        self._pending.append((audit, datetime.now()))
+        with self._lock:
+            self._pending.append((audit, datetime.now()))
         return {n: int(v) for n, v in observed.get.items()} if observed else {}
 
     def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
         """Whether a replayed batch is in place already. The run's start copied every committed
-        audit, so the intake table knows a batch committed with its audit; a changelog written by
-        two commits per batch may hold the records of a batch whose audit row never landed, which
-        then lands now."""
+        audit, so the intake table knows a batch committed with its audit; a changelog whose records
+        landed without their audit (written by two commits per batch) gets the audit row now."""
         if (txn_versions(spark, self.intake) or {}).get(audit.app_id, -1) >= batch_id:
             return True
         held = txn_versions(spark, self.changelog)
@@ -232,24 +238,33 @@ class BatchCommitter:
         return False
 
     def maybe_copy(self, spark: SparkSession) -> None:
-        if self._pending and time.monotonic() - self._last_copy >= self.every:
+        """A copy when one is due; a failed copy is logged and retried at the next (the audits stay
+        in the changelog's commits, and the run's stop copies them or fails)."""
+        if time.monotonic() - self._last_copy < self.every:
+            return
+        self._last_copy = time.monotonic()
+        try:
             self.copy(spark)
+        except Exception:  # noqa: BLE001 - retried; the stop's copy raises
+            log.warning("copying audits to %s failed; retrying in %.0f s", self.intake, self.every, exc_info=True)
 
     def copy(self, spark: SparkSession) -> None:
         """Appends the audits committed since the last copy to the intake table (idempotent)."""
         from delta.tables import DeltaTable
 
-        if not self._pending:
+        with self._lock:
+            taken = list(self._pending)
+        if not taken:
             return
-        # Every audit at or below this version is in memory or copied: this run is the store's one writer.
+        # Every audit at or below this version is taken or copied: this run is the store's one writer.
         version = int(DeltaTable.forPath(spark, self.changelog).history(1).first()["version"])
         marker = json.dumps({FLUSH_KEY: version})
         by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
-        for audit, at in self._pending:
+        for audit, at in taken:
             by_app.setdefault(audit.app_id, []).append((audit, at))
         for app_id, audits in sorted(by_app.items()):
             rows = [a.row for a, _ in audits]
             append_audit(audit_rows(spark, rows, [at for _, at in audits]), self.intake, app_id,
                          max(int(r["batch_id"]) for r in rows), marker)
-        self._pending.clear()
-        self._last_copy = time.monotonic()
+        with self._lock:
+            del self._pending[:len(taken)]

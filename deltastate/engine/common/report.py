@@ -23,10 +23,9 @@ class BatchReport:
     late: int = 0
     changelog: dict[str, int] = field(default_factory=dict)
     # Seconds the batch writer spent per phase: key-value stores state (reading Kafka and updating
-    # the state: the stateful plan runs when its output is first read), commit (dead letters and the
-    # one changelog commit), audit_flush (copying audits to the intake table, every few seconds);
-    # window and session stores read, state_and_commit (their windows are computed inside the
-    # commit), audit_flush.
+    # the state: the stateful plan runs when its output is first read) and commit (dead letters and
+    # the one changelog commit); window and session stores read and state_and_commit (their windows
+    # are computed inside the commit).
     phases: dict[str, float] = field(default_factory=dict)
     # The batch's audit row as committed (layout.INTAKE_COLUMNS, write_time the commit's end); None
     # for a batch that wrote nothing (a replay whose commit had landed).

@@ -66,14 +66,13 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
 
 
 def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage, topic: str,
-                 listener: BatchListener | None = None):
+                 committer: BatchCommitter, listener: BatchListener | None = None):
     """One micro-batch of a key-value store: its dead letters, then one commit of its changelog
     records carrying its audit (changelog/audit_log.py). The commit lands last: a batch is done when
     it has one. A store without changelog appends its audit row to the intake table instead."""
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
     writes_changelog = backend_of(store).has_changelog
-    committer = BatchCommitter(settings, store, lineage.app_id(layout.CHANGELOG))
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
@@ -114,11 +113,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             b.unpersist()
         committed = time.perf_counter()
         ledger = advance(ledger, audit, batch_id)
-        if writes_changelog:
-            committer.maybe_copy(spark)
         if listener:
-            phases = {"state": stated - started, "commit": committed - stated,
-                      "audit_flush": time.perf_counter() - committed}
+            phases = {"state": stated - started, "commit": committed - stated}
             listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases,
                                  audit=committed_row))
 

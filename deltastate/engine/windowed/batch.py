@@ -177,13 +177,12 @@ def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFra
     return dead.withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
 
 
-def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
+def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage, committer: BatchCommitter,
                     listener: BatchListener | None = None):
     clock = _Clock()
     spec = store.window or store.session
     assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
-    committer = BatchCommitter(settings, store, lineage.app_id(layout.CHANGELOG))
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -252,11 +251,9 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
         finally:
             for df in cached:
                 _release(df)
-        committer.maybe_copy(spark)
         if listener:
             # The windows are computed lazily, inside the changelog append.
-            phases = {"read": read - started, "state_and_commit": logged - read,
-                      "audit_flush": time.perf_counter() - logged}
+            phases = {"read": read - started, "state_and_commit": logged - read}
             listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
                                  totals["tombstones"], totals["late"], by_op, phases, committed_row))
 
