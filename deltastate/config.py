@@ -34,6 +34,7 @@ class Settings:
     extra_spark_conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int = 0
     pushgateway: str | None = None
+    audit_flush_seconds: float = 10.0
 
     @property
     def jars_dir(self) -> Path:
@@ -63,6 +64,7 @@ class Settings:
                 "DELTASTATE_SHUFFLE_PARTITIONS": str(self.shuffle_partitions),
                 "DELTASTATE_SNAPSHOT_KEEP": str(self.snapshot_keep),
                 "DELTASTATE_MAX_VALUE_BYTES": str(self.max_value_bytes),
+                "DELTASTATE_AUDIT_FLUSH_SECONDS": str(self.audit_flush_seconds),
                 **({"DELTASTATE_PUSHGATEWAY": self.pushgateway} if self.pushgateway else {})}
 
     @property
@@ -88,7 +90,21 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
         max_value_bytes=int(env.get("DELTASTATE_MAX_VALUE_BYTES", "65536")),
         metrics_port=_port(env.get("DELTASTATE_METRICS_PORT", "0")),
         pushgateway=env.get("DELTASTATE_PUSHGATEWAY", "").strip() or None,
+        audit_flush_seconds=_seconds("DELTASTATE_AUDIT_FLUSH_SECONDS", env.get("DELTASTATE_AUDIT_FLUSH_SECONDS", "10")),
     )
+
+
+def _seconds(name: str, text: str) -> float:
+    """A non-negative number of seconds; anything else is refused by name."""
+    from deltastate.errors import ConfigError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"{name} must be a number of seconds >= 0, not {text!r}")
+    return value
 
 
 def _port(text: str) -> int:

@@ -1,7 +1,7 @@
 """Delta commit benchmark: what one small append costs, with and without Delta's idempotent-write
-options (txnAppId, txnVersion), which every changelog, dead-letter and audit append of a store
-carries. A micro-batch of a store makes two such appends (changelog, audit row), so this is the floor
-of a batch's cost on the committed path that deltastate's own work sits on."""
+options (txnAppId, txnVersion). A micro-batch of a store is one changelog commit, idempotent for a
+run's first batch and plain after it (docs/architecture.md), so this is the floor of a batch's cost
+on the committed path that deltastate's own work sits on."""
 
 from __future__ import annotations
 

@@ -7,10 +7,8 @@ micro-batch lands once whatever happens between the write and the checkpoint com
 
 from __future__ import annotations
 
-import uuid
-
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from deltastate.changelog.layout import (
     CHANGELOG,
@@ -21,7 +19,6 @@ from deltastate.changelog.layout import (
     SEGMENT,
     changelog_columns,
 )
-from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.errors import StoreDefinitionError
 from deltastate.stores import compat
@@ -62,20 +59,6 @@ def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_sche
     if merge_schema:
         writer = writer.option("mergeSchema", "true")
     writer.save(path)
-
-
-def append_counted(df: DataFrame, path: str, app_id: str, batch_id: int, counts: dict[str, Column]) -> dict[str, int]:
-    """append_once, returning the named counts over the rows (count_if columns, say). Observed while
-    the rows are written, so df is computed once and need not be cached; when Delta already holds the
-    batch (a replay) they are counted from df instead, as nothing runs the write's plan."""
-    held = txn_versions(df.sparkSession, path)
-    if held is None or held.get(app_id, -1) >= batch_id:
-        row = df.agg(*[c.alias(n) for n, c in counts.items()]).first()
-        append_once(df, path, app_id, batch_id)
-        return {n: int(row[n]) for n in counts}
-    observed = Observation(f"append_{uuid.uuid4().hex}")
-    append_once(df.observe(observed, *[c.alias(n) for n, c in counts.items()]), path, app_id, batch_id)
-    return {n: int(v) for n, v in observed.get.items()}
 
 
 def sql_string_literal(text: str) -> str:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deltastate import metrics
+from deltastate.changelog.audit_log import BatchCommitter, flush_audits
+from deltastate.changelog.layout import CHANGELOG
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import drop_orphan_temp_files, verify_checkpoint
@@ -52,6 +54,9 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     drop_orphan_temp_files(Path(settings.checkpoint_path(store.storage)))
     spark = get_spark(settings, f"deltastate-{store_name}")
     ensure_tables(spark, settings, store)
+    # Audits committed with the changelog but not yet copied (a run that died) reach the intake
+    # table before anything reads it: the checkpoint check, the run's ledger, its stream times.
+    flush_audits(spark, settings, store)
     verify_checkpoint(spark, settings, store)
     lineage = load_or_create(spark, settings, store)
     resume = resume_plan_for(lineage, resume)
@@ -64,7 +69,8 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     result = RunResult(store=store_name, lineage=lineage)
     on_batch = metrics.watch_run(spark, settings, store, lineage, topic, once, counting_listener(result, listener))
     start = ENGINE_STARTS[backend_of(store).engine]
-    writer = start(spark, settings, store, lineage, source, topic, on_batch, resume)
+    committer = BatchCommitter(settings, store, lineage.app_id(CHANGELOG))
+    writer = start(spark, settings, store, lineage, source, topic, on_batch, resume, committer)
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=trigger)
     started = time.monotonic()
     with store.state.applied_to(spark):  # the store's own state provider and RocksDB options
@@ -74,10 +80,12 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         if once:
             query.awaitTermination()
         else:
-            result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store))
+            result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store),
+                                                lambda: committer.maybe_copy(spark))
     finally:
         if query.isActive:
             query.stop()
+        flush_audits(spark, settings, store)  # the run's last audits, before anyone reads its history
     if query.exception() is not None:
         raise query.exception()
     result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
@@ -86,10 +94,11 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
 
 
 def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None,
-                    fence: Callable[[], str | None] = lambda: None) -> str | None:
+                    fence: Callable[[], str | None] = lambda: None,
+                    tick: Callable[[], None] = lambda: None) -> str | None:
     """Until the query fails, stop_after seconds pass, stop_event is set, SIGINT/SIGTERM arrives, or
     `fence` gives a reason to stop (a migration's cutover or rollback moved the store off this version),
-    which is returned."""
+    which is returned. `tick` runs at every check (the audit copy)."""
     stop = stop_event or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -104,5 +113,6 @@ def wait_continuous(query, stop_after: float | None, stop_event: threading.Event
         if reason is not None:
             log.info(reason)
             return reason
+        tick()
         stop.wait(0.5)
     return None

@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from deltastate import metrics
+from deltastate.changelog.audit_log import flush_audits
 from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
@@ -183,6 +184,7 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     if mode == "replay":
         return _replay(spark, settings, store, moved, listener, started)
     listener.on_start(store.name, version, mode)
+    flush_audits(spark, settings, store)  # every committed batch's audit in the intake table first
     orphans = drop_orphan_dead_letters(spark, settings, store)
     orphans += drop_unaudited_changelog(spark, settings, store)
     version = changelog_version(spark, settings.table_path(store.storage, CHANGELOG))

@@ -1,7 +1,8 @@
 """A store run's metrics, fed from the engine's batch reports and Spark's progress events.
 
 Each batch report is handled off the query's thread (a single worker keeps them in order): the
-batch's new audit rows and dead letters give the per-partition counts, positions and event times,
+batch's audit (carried by the report) and new dead letters give the per-partition counts, positions
+and event times,
 the broker gives the end offsets and the produce time of the newest record read. Progress events
 give the trigger phases, the state store's size and RocksDB's figures. A continuous run refreshes
 the lag every few seconds, so it falls to 0 once the store has caught up even with no new batch.
@@ -33,8 +34,6 @@ class StoreExporter:
     def __init__(self, settings: Settings, store: StoreDefinition, lineage: Lineage, topic: str) -> None:
         self.store, self.lineage, self.topic = store, lineage, topic
         self.run = (store.name, str(store.value_version))
-        self.audit = TailFollower(settings.table_path(store.storage, layout.INTAKE),
-                                  ["lineage_id", "batch_id", "offsets", "stream_times", "write_time", "partition_counts"])
         self.dead = TailFollower(settings.table_path(store.storage, layout.DEADLETTER),
                                  ["lineage_id", "partition", "reason"])
         self.positions = TopicPositions(settings.kafka_bootstrap, topic)
@@ -65,9 +64,11 @@ class StoreExporter:
         for phase, seconds in report.phases.items():
             m.BATCH_PHASE.labels(*self.run, phase).observe(seconds)
         m.BATCH_SECONDS.labels(*self.run).observe(sum(report.phases.values()))
-        rows = self.audit.new_rows(self.lineage.lineage_id)
-        if not self.audit.local:
-            self._record_totals(report)
+        # The batch's own audit, from its report: the intake table receives it only with the next copy.
+        rows = [report.audit] if report.audit is not None else []
+        if not self.dead.local:  # dead letters by reason come from following the table's files
+            m.RECORDS_DEAD.labels(*self.part(ALL), "any").inc(report.dead_lettered)
+            m.RECORDS_LATE.labels(*self.part(ALL)).inc(report.late)
         newest_hi: dict[int, int] = {}
         for p, batches in partition_batches(rows).items():
             m.RECORDS_LATE.labels(*self.part(p)).inc(0)  # the series exists (at 0) for stores without lateness
@@ -94,13 +95,6 @@ class StoreExporter:
         self.refresh_lag()
         for hook in self.after_batch:
             hook()
-
-    def _record_totals(self, report: BatchReport) -> None:
-        m.RECORDS_IN.labels(*self.part(ALL)).inc(report.records_in)
-        m.RECORDS_APPLIED.labels(*self.part(ALL)).inc(report.applied)
-        m.RECORDS_DEAD.labels(*self.part(ALL), "any").inc(report.dead_lettered)
-        m.RECORDS_LATE.labels(*self.part(ALL)).inc(report.late)
-        m.TOMBSTONES_IN.labels(*self.part(ALL)).inc(report.tombstones)
 
     def _advance(self, partition: int, next_offset: int) -> None:
         with self._lock:

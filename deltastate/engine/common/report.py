@@ -22,10 +22,14 @@ class BatchReport:
     tombstones: int
     late: int = 0
     changelog: dict[str, int] = field(default_factory=dict)
-    # Seconds the batch writer spent per phase: state (reading Kafka and updating the state: the
-    # stateful plan runs when its output is first read), changelog (counting and appending its
-    # records), audit (dead letters and the audit row).
+    # Seconds the batch writer spent per phase: key-value stores state (reading Kafka and updating
+    # the state: the stateful plan runs when its output is first read) and commit (dead letters and
+    # the one changelog commit); window and session stores read and state_and_commit (their windows
+    # are computed inside the commit).
     phases: dict[str, float] = field(default_factory=dict)
+    # The batch's audit row as committed (layout.INTAKE_COLUMNS, write_time the commit's end); None
+    # for a batch that wrote nothing (a replay whose commit had landed).
+    audit: dict | None = None
 
     @property
     def changelog_records(self) -> int:

@@ -57,7 +57,7 @@ class Ledger:
 
 
 @dataclass(frozen=True)
-class BatchAudit:
+class BatchCounts:
     """One micro-batch's audit: per partition, its counts and the offset range it covered."""
 
     counts: dict[int, tuple[int, int, int, int]]
@@ -72,7 +72,7 @@ class BatchAudit:
         return {p: self.offsets[p] for p, c in self.counts.items() if c[2] > 0}
 
 
-def batch_audit(ledger: Ledger, running: dict[int, RunningTotals], store: str, batch_id: int) -> BatchAudit:
+def batch_audit(ledger: Ledger, running: dict[int, RunningTotals], store: str, batch_id: int) -> BatchCounts:
     """The batch's audit: running totals minus what earlier batches of the lineage recorded."""
     counts, offsets, times = {}, {}, {}
     for p, totals in sorted(running.items()):
@@ -89,10 +89,10 @@ def batch_audit(ledger: Ledger, running: dict[int, RunningTotals], store: str, b
         offsets[p] = (ledger.hi[p] + 1 if p in ledger.hi else totals.lo, totals.hi)
         if totals.stream_time is not None:
             times[p] = totals.stream_time
-    return BatchAudit(counts, offsets, times)
+    return BatchCounts(counts, offsets, times)
 
 
-def advance(ledger: Ledger, audit: BatchAudit, batch_id: int) -> Ledger:
+def advance(ledger: Ledger, audit: BatchCounts, batch_id: int) -> Ledger:
     counts = dict(ledger.counts)
     for p, delta in audit.counts.items():
         was = counts.get(p, (0, 0, 0, 0))
@@ -136,7 +136,7 @@ def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     if batch_id == before_batch:  # a replay of the lineage's newest audited batch
         ledger.audited = True
         return ledger
-    own = BatchAudit({int(p): tuple(c) for p, c in json.loads(row["partition_counts"]).items()},
+    own = BatchCounts({int(p): tuple(c) for p, c in json.loads(row["partition_counts"]).items()},
                      {int(p): tuple(r) for p, r in json.loads(row["offsets"]).items()}, {})
     return advance(ledger, own, before_batch - 1)
 

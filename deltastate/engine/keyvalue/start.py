@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from deltastate.changelog.audit_log import BatchCommitter
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.report import BatchListener
@@ -21,7 +22,7 @@ from deltastate.stores.definition import StoreDefinition
 
 def start_keyvalue(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                    source: DataFrame, topic: str, listener: BatchListener,
-                   resume: ResumePlan | None) -> DataStreamWriter:
+                   resume: ResumePlan | None, committer: BatchCommitter) -> DataStreamWriter:
     """The store's query, ready for a trigger and start()."""
     fold = register_fold(spark, store)
     seed = seed_stream(spark, resume.seed_path) if resume is not None and resume.seed_path else None
@@ -29,4 +30,4 @@ def start_keyvalue(spark: SparkSession, settings: Settings, store: StoreDefiniti
     plan = lru_stream if backend_of(store).evicts else store_stream
     return (plan(classified, store, fold, seed).writeStream.queryName(f"{store.name}-{QUERY}")
             .option("checkpointLocation", lineage.query_checkpoint(QUERY))
-            .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, listener)))
+            .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, committer, listener)))

@@ -1,5 +1,5 @@
-"""The foreachBatch writer of a key-value store: one micro-batch into Delta appends that each land
-exactly once (changelog, dead letters, audit).
+"""The foreachBatch writer of a key-value store: one micro-batch into one Delta commit that lands
+exactly once (its changelog records with its audit), after its dead letters when it has any.
 
 The batch DataFrame is persisted before use: a stateful plan evaluated twice would run its state
 update twice.
@@ -8,18 +8,20 @@ update twice.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
+from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, append_audit, audit_record, audit_rows
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
-from deltastate.engine.common.output import COUNTS, audit_row, dead_letter_rows
+from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.keyvalue.audit import (
-    BatchAudit,
+    BatchCounts,
     Ledger,
     RunningTotals,
     advance,
@@ -64,16 +66,19 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
 
 
 def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage, topic: str,
-                 listener: BatchListener | None = None):
-    """One micro-batch of a key-value store: its changelog records, its dead letters, then its audit
-    row, each appended once. The audit row lands last: a batch is done when it has one."""
+                 committer: BatchCommitter, listener: BatchListener | None = None):
+    """One micro-batch of a key-value store: its dead letters, then one commit of its changelog
+    records carrying its audit (changelog/audit_log.py). The commit lands last: a batch is done when
+    it has one. A store without changelog appends its audit row to the intake table instead."""
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
     writes_changelog = backend_of(store).has_changelog
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
+        spark = batch.sparkSession
         started = time.perf_counter()
+        committed_row = None
         b = batch.persist()
         try:
             # One job runs the stateful plan into the cache and summarises it: a row per audit group
@@ -90,31 +95,34 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             by_op = {op: int(r[op]) for r in summary if r[AUDIT_PARTITION] is None
                      for op in (layout.OP_PUT, layout.OP_DELETE) if r[op]}
             if ledger.next_batch != batch_id:
-                ledger = load_ledger(batch.sparkSession, settings, store, lineage, batch_id)
+                ledger = load_ledger(spark, settings, store, lineage, batch_id)
             audit = batch_audit(ledger, running, store.name, batch_id)
             stated = time.perf_counter()
-            if by_op and writes_changelog:
-                records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
-                append_once(records, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id)
+            # A replayed batch whose audit already landed has its records, dead letters and audit in place.
+            if audit.counts and not ledger.audited:
+                _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id, paths[layout.DEADLETTER])
+                record = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
+                    lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
+                if writes_changelog:
+                    records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
+                    committer.commit(records, batch_id, record)
+                else:
+                    append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
+                committed_row = {**record.row, "write_time": datetime.now()}
         finally:
             b.unpersist()
-        logged = time.perf_counter()
-        if audit.counts and not ledger.audited:
-            _write_dead_letters(batch.sparkSession, settings, store, lineage, topic, audit, batch_id,
-                                paths[layout.DEADLETTER])
-            row = audit_row(batch.sparkSession, lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times,
-                            ledger_json(ledger))
-            append_once(row, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
+        committed = time.perf_counter()
         ledger = advance(ledger, audit, batch_id)
         if listener:
-            phases = {"state": stated - started, "changelog": logged - stated, "audit": time.perf_counter() - logged}
-            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases))
+            phases = {"state": stated - started, "commit": committed - stated}
+            listener(BatchReport(batch_id, *(audit.total(name) for name in COUNTS), changelog=by_op, phases=phases,
+                                 audit=committed_row))
 
     return write
 
 
 def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
-                        topic: str, audit: BatchAudit, batch_id: int, path: str) -> None:
+                        topic: str, audit: BatchCounts, batch_id: int, path: str) -> None:
     expected = audit.total("dead_lettered")
     if not expected:
         return

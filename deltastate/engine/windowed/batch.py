@@ -1,7 +1,7 @@
-"""foreachBatch body of a window or session store: one micro-batch in, exactly-once Delta appends out.
+"""foreachBatch body of a window or session store: one micro-batch in, one exactly-once Delta commit out.
 
-Order of appends: changelog, dead letters, audit row; each is an idempotent Delta write keyed by the
-lineage and the batch id, and the state and stream times a batch reads exclude anything written by
+Its dead letters first, when it has any, then one commit of its changelog records carrying its audit
+row (changelog/audit_log.py); each is an idempotent Delta write keyed by the lineage and the batch id, and the state and stream times a batch reads exclude anything written by
 an earlier attempt of the same batch, so a replay computes, and skips, exactly what it first wrote.
 """
 
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
+from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, audit_record
 from deltastate.changelog.rules import retention_horizon
-from deltastate.changelog.tables import append_counted, append_once
+from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
-from deltastate.engine.common.output import COUNTS, audit_row, dead_letter_rows
+from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.windowed import sessions as session_merge
 from deltastate.engine.windowed.records import (
@@ -175,7 +177,7 @@ def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFra
     return dead.withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
 
 
-def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage,
+def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage, committer: BatchCommitter,
                     listener: BatchListener | None = None):
     clock = _Clock()
     spec = store.window or store.session
@@ -216,16 +218,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                            b.where(F.col(IS_DELETE)), horizon, has_deletes)
             cached += changes.cached
             session_late = changes.late
-            # A batch of dead letters alone changes nothing: no changelog commit.
-            by_op: dict[str, int] = {}
-            if any(int(r["records_in"]) - int(r["failed"]) - int(r["late"]) for r in per_partition):
-                rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
-                by_op = append_counted(rows, paths[layout.CHANGELOG], lineage.app_id(layout.CHANGELOG), batch_id,
-                                       {op: F.count_if(F.col(layout.OP) == F.lit(op))
-                                        for op in (layout.OP_PUT, layout.OP_DELETE)})
-                by_op = {op: n for op, n in by_op.items() if n}
-            logged = time.perf_counter()
-            # Window stores know their late events from the pass; session stores from the merge.
+            # Late events: window stores know theirs from the pass, session stores from the merge.
             late_by_partition = ({int(r["partition"]): int(r["late"]) for r in per_partition}
                                  if session_late is None else
                                  {int(r["partition"]): int(r["count"])
@@ -243,19 +236,25 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                             lineage.app_id(layout.DEADLETTER), batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
-            audit = audit_row(spark, lineage.lineage_id, batch_id, counts,
-                              {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
-                              batch_max, stream_times_json(clock.times), late=totals["late"])
-            append_once(audit, paths[layout.INTAKE], lineage.app_id(layout.INTAKE), batch_id, merge_schema=True)
+            audit = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
+                lineage.lineage_id, batch_id, counts,
+                {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
+                batch_max, stream_times_json(clock.times), late=totals["late"]))
+            # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
+            rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
+            by_op = committer.commit(rows, batch_id, audit, {op: F.count_if(F.col(layout.OP) == F.lit(op))
+                                                             for op in (layout.OP_PUT, layout.OP_DELETE)})
+            by_op = {op: n for op, n in by_op.items() if n}
+            logged = time.perf_counter()
+            committed_row = {**audit.row, "write_time": datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:
                 _release(df)
         if listener:
             # The windows are computed lazily, inside the changelog append.
-            phases = {"read": read - started, "state_and_changelog": logged - read,
-                      "audit": time.perf_counter() - logged}
+            phases = {"read": read - started, "state_and_commit": logged - read}
             listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
-                                 totals["tombstones"], totals["late"], by_op, phases))
+                                 totals["tombstones"], totals["late"], by_op, phases, committed_row))
 
     return write

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from deltastate.changelog.audit_log import BatchCommitter
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.report import BatchListener
@@ -22,10 +23,10 @@ from deltastate.stores.definition import StoreDefinition
 
 def start_windowed(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                    source: DataFrame, topic: str, listener: BatchListener,
-                   resume: ResumePlan | None) -> DataStreamWriter:
+                   resume: ResumePlan | None, committer: BatchCommitter) -> DataStreamWriter:
     """The store's query, ready for a trigger and start(). Its state is the changelog, so a restore
     plan only moves where Kafka is read from (run.py), never seeds state."""
     classified = classify(source, store, settings.max_value_bytes)
     return (classified.writeStream.queryName(f"{store.name}-{QUERY}")
             .option("checkpointLocation", lineage.query_checkpoint(QUERY))
-            .outputMode("append").foreachBatch(windowed_writer(settings, store, lineage, listener)))
+            .outputMode("append").foreachBatch(windowed_writer(settings, store, lineage, committer, listener)))

@@ -1,0 +1,119 @@
+"""One Delta commit per micro-batch: the changelog records and the batch's audit land together, and the
+intake table receives the audits as a copy (real broker, Spark and Delta).
+
+A run whose copy interval outlasts it writes one changelog commit per batch and no intake commit
+until it stops; the copy then holds every batch's audit exactly once, with the commit's time, and
+reconciles with a reference computed from the produced records. Copies repeated, or run by two
+threads at once, land once; a run that died before copying has its audits copied by the next start.
+"""
+
+import threading
+
+import pytest
+from delta.tables import DeltaTable
+from support.reference import expected
+from support.store_checks import STORE, assert_counts, assert_state, generated, new_topic, produce, published_state
+
+from deltastate.changelog.audit_log import BatchAudit, flush_audits
+from deltastate.changelog.layout import CHANGELOG, INTAKE
+from deltastate.engine import run_store
+from deltastate.stores import load_store
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+def _history(spark, settings, table: str) -> list:
+    path = settings.table_path(STORE, table)
+    return sorted(DeltaTable.forPath(spark, path).history().collect(), key=lambda r: r["version"])
+
+
+def _batch_commits(spark, settings) -> dict[int, tuple]:
+    """batch id -> (changelog commit time, its audit row), from the commits that carry an audit."""
+    out = {}
+    for commit in _history(spark, settings, CHANGELOG):
+        audit = BatchAudit.from_metadata(commit["userMetadata"])
+        if audit is not None:
+            assert audit.row["batch_id"] not in out, "a batch's audit rode in two commits"
+            out[audit.row["batch_id"]] = (commit["timestamp"], audit.row)
+    return out
+
+
+def test_a_batch_is_one_commit_and_the_intake_holds_its_audit_once(broker: str, spark, make_settings,
+                                                                     topic: str) -> None:
+    settings = make_settings(audit_flush_seconds=1e9)  # only the run's start and stop copy audits
+    ref = new_topic(settings, broker, topic)
+    stream = generated(1_500, 200, seed=7, tombstones=0.02)
+    produce(settings, topic, stream + [(b"p-bad", b"{not json")], ref)
+    result = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=400)
+    assert result.batches >= 3
+
+    commits = _batch_commits(spark, settings)
+    assert sorted(commits) == list(range(result.batches))
+    # Each batch is one changelog commit (besides the table's creation), and the intake table has
+    # its creation and one copy: no per-batch audit commit.
+    writes = [c for c in _history(spark, settings, CHANGELOG) if c["operation"] == "WRITE"]
+    assert len(writes) == result.batches
+    intake_writes = [c for c in _history(spark, settings, INTAKE) if c["operation"] == "WRITE"]
+    assert len(intake_writes) == 1
+    assert BatchAudit.from_metadata(intake_writes[0]["userMetadata"]) is None  # a copy, not a batch
+
+    rows = {r["batch_id"]: r.asDict() for r in
+            spark.read.format("delta").load(settings.table_path(STORE, INTAKE)).collect()}
+    assert sorted(rows) == sorted(commits)
+    for batch_id, (committed_at, audit) in commits.items():
+        row = rows[batch_id]
+        assert {k: row[k] for k in audit} == audit
+        assert row["write_time"] == committed_at  # the copy keeps the time the batch committed
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, result, spark, settings)
+    assert_state(published_state(spark, settings), exp)
+
+
+def test_copies_land_once_and_a_dead_run_is_copied_at_the_next_start(broker: str, spark, make_settings,
+                                                                      topic: str, monkeypatch) -> None:
+    import deltastate.engine.run as engine_run
+
+    settings = make_settings(audit_flush_seconds=1e9)
+    store = load_store(settings, STORE)
+    intake = settings.table_path(STORE, INTAKE)
+    ref = new_topic(settings, broker, topic)
+    stream = generated(900, 150, seed=11)
+    produce(settings, topic, stream[:600], ref)
+    # A run that dies after its commits and before any copy: its start and stop copies do nothing.
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_run, "flush_audits", lambda *args: 0)
+        first = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=300)
+    assert first.batches >= 2
+    assert spark.read.format("delta").load(intake).count() == 0
+
+    errors: list[BaseException] = []
+    landed: list[int] = []
+
+    def flush() -> None:
+        try:
+            landed.append(flush_audits(spark, settings, store))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=flush) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(landed) == 2
+    ids = [r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect()]
+    assert sorted(ids) == list(range(first.batches))  # two copies at once: each batch once
+    assert flush_audits(spark, settings, store) == 0  # nothing left to copy
+
+    produce(settings, topic, stream[600:], ref)
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_run, "flush_audits", lambda *args: 0)
+        second = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=300)
+    assert spark.read.format("delta").load(intake).count() == first.batches
+    run_store(settings, STORE, once=True, topic=topic)  # nothing new to read: its start copies
+    ids = [r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect()]
+    assert sorted(ids) == sorted(_batch_commits(spark, settings))
+    assert len(ids) == first.batches + second.batches
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_state(published_state(spark, settings), exp)
