@@ -20,10 +20,10 @@ def test_bench_freshness_sees_every_probe(broker, spark, make_settings, consiste
                                   consistency=consistency, port=18767, idle_seconds=0, echo=lambda _: None)
     assert figures.missed == 0 and len(figures.visible_s) == 3
     assert all(0 < s < 30 for s in figures.visible_s)
-    assert figures.batch_s and set(figures.phases) == {"state", "changelog", "audit"}
+    assert figures.batch_s and set(figures.phases) == {"state", "commit"}
     assert 0 < figures.processed <= figures.produced
     printed = "\n".join(figures.lines())
-    assert f"consistency={consistency}" in printed and "produce -> visible" in printed and "writer.audit" in printed
+    assert f"consistency={consistency}" in printed and "produce -> visible" in printed and "writer.commit" in printed
 
 
 def test_bench_commit_times_both_kinds_of_append(spark, make_settings):

@@ -93,7 +93,7 @@ def test_compaction_keeps_state_drops_superseded_and_old_tombstones(broker: str,
     before_state = _state(spark, settings)
     intake_rows = sorted(tuple(r) for r in table(spark, settings, "intake").drop("write_time").collect())
     intake_files = _files(spark, settings, "intake")
-    assert intake_files >= 3  # one per micro-batch
+    assert intake_files >= 2  # one copy of the audits per run
 
     report = compact_store(settings, STORE, spark=spark, now_ms=cut + DAY_MS)
 
