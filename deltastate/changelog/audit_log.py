@@ -169,21 +169,28 @@ def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
     if held is None:  # txn entries may expire: what the table holds is the answer
         present = {(r["lineage_id"], int(r["batch_id"])) for r in
                    spark.read.format("delta").load(intake).select("lineage_id", "batch_id").collect()}
-    by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
-    for audit, at in found:
+
+    def copied(audit: BatchAudit) -> bool:
         batch = int(audit.row["batch_id"])
-        copied = ((audit.row["lineage_id"], batch) in present if held is None
-                  else batch <= held.get(audit.app_id, -1))
-        if not copied:
-            by_app.setdefault(audit.app_id, []).append((audit, at))
-    landed = 0
-    marker = json.dumps({FLUSH_KEY: newest})
-    for app_id, audits in sorted(by_app.items()):
-        audits.sort(key=lambda a: int(a[0].row["batch_id"]))
-        rows = [a.row for a, _ in audits]
-        append_audit(audit_rows(spark, rows, [at for _, at in audits]), intake, app_id, int(rows[-1]["batch_id"]), marker)
-        landed += len(rows)
-    return landed
+        return ((audit.row["lineage_id"], batch) in present if held is None
+                else batch <= held.get(audit.app_id, -1))
+
+    return _append_copies(spark, intake, [(a, at) for a, at in found if not copied(a)], newest)
+
+
+def _append_copies(spark: SparkSession, intake: str, audits: list[tuple[BatchAudit, datetime]],
+                   through_version: int) -> int:
+    """One idempotent intake append per lineage (txnVersion = its newest batch), each recording the
+    changelog version the copy covers; returns the rows appended."""
+    by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
+    for audit, at in audits:
+        by_app.setdefault(audit.app_id, []).append((audit, at))
+    marker = json.dumps({FLUSH_KEY: through_version})
+    for app_id, own in sorted(by_app.items()):
+        own.sort(key=lambda a: int(a[0].row["batch_id"]))
+        rows = [a.row for a, _ in own]
+        append_audit(audit_rows(spark, rows, [at for _, at in own]), intake, app_id, int(rows[-1]["batch_id"]), marker)
+    return len(audits)
 
 
 class BatchCommitter:
@@ -258,13 +265,6 @@ class BatchCommitter:
             return
         # Every audit at or below this version is taken or copied: this run is the store's one writer.
         version = int(DeltaTable.forPath(spark, self.changelog).history(1).first()["version"])
-        marker = json.dumps({FLUSH_KEY: version})
-        by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
-        for audit, at in taken:
-            by_app.setdefault(audit.app_id, []).append((audit, at))
-        for app_id, audits in sorted(by_app.items()):
-            rows = [a.row for a, _ in audits]
-            append_audit(audit_rows(spark, rows, [at for _, at in audits]), self.intake, app_id,
-                         max(int(r["batch_id"]) for r in rows), marker)
+        _append_copies(spark, self.intake, taken, version)
         with self._lock:
             del self._pending[:len(taken)]
