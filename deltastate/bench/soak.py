@@ -86,9 +86,12 @@ def _batch_ids(folder: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
-def _delta_batch(table: str) -> int:
-    """The micro-batch id (Delta txn version) of the table's newest commit; -1 before any."""
-    log = Path(table) / "_delta_log"
+def _delta_batch(changelog: str) -> int:
+    """The micro-batch id of the changelog's newest commit that carries a batch's audit (the batch's
+    one commit); -1 before any."""
+    from deltastate.changelog.audit_log import BatchAudit
+
+    log = Path(changelog) / "_delta_log"
     commits = sorted((p for p in log.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
         if log.is_dir() else []
     for path in reversed(commits):
@@ -97,8 +100,10 @@ def _delta_batch(table: str) -> int:
         except OSError:
             continue
         for line in lines:
-            if '"txn"' in line:
-                return int(json.loads(line)["txn"]["version"])
+            if '"commitInfo"' in line:
+                audit = BatchAudit.from_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
+                if audit is not None:
+                    return int(audit.row["batch_id"])
     return -1
 
 
@@ -237,7 +242,6 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
     feed = _Feed(settings, topic, options)
     ckpt = Path(settings.checkpoint_path(options.store))
     table = settings.table_path(options.store, "changelog")
-    audit_table = settings.table_path(options.store, "intake")
     result = SoakResult()
     feed.step(every=0.0, n=options.chunk * 4)
     for number in range(1, options.trials + 1):
@@ -245,7 +249,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
         t0 = time.monotonic()
         run = ContinuousRun(settings, options.store, topic, options.trigger, workdir / f"run-{number}.log")
         try:
-            observed = _kill_at(run, moment, ckpt, audit_table, feed, rng, options.moment_timeout)
+            observed = _kill_at(run, moment, ckpt, table, feed, rng, options.moment_timeout)
         finally:
             if run.proc.poll() is None:
                 run.kill()
