@@ -8,13 +8,14 @@ here too; rules that need the event and value schemas live in loader.py.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from deltastate.stores.definition import FOLD_OPS, STORE_TYPES
 from deltastate.stores.durations import parse_duration_ms
-from deltastate.stores.state import StateSettings
+from deltastate.stores.state import COMPRESSION_CODECS, PROVIDERS, SPARK_NAMES, RocksDBOptions, StateSettings
 
 
 def _duration(value: object) -> int:
@@ -149,6 +150,72 @@ class MigrationModel(Strict):
         return self
 
 
+class RocksDBModel(Strict):
+    """The `state.rocksdb` block: RocksDB options Spark exposes, with their allowed ranges."""
+
+    changelog_checkpointing: bool = True
+    compression: Literal[COMPRESSION_CODECS] = "lz4"  # type: ignore[valid-type]
+    format_version: int | None = Field(None, ge=1, le=6)
+    block_size_kb: int | None = Field(None, ge=1)
+    block_cache_size_mb: int | None = Field(None, ge=1)
+    write_buffer_size_mb: int | None = Field(None, ge=1)
+    max_write_buffer_number: int | None = Field(None, ge=1)
+    bounded_memory_usage: bool | None = None
+    max_memory_usage_mb: int | None = Field(None, ge=1)
+    write_buffer_cache_ratio: float | None = Field(None, gt=0.0, lt=1.0)
+    high_priority_pool_ratio: float | None = Field(None, ge=0.0, lt=1.0)
+    compact_on_commit: bool | None = None
+    track_total_number_of_rows: bool | None = None
+    max_open_files: int | None = Field(None, ge=-1)
+
+    @model_validator(mode="after")
+    def _memory_limit_needs_bound(self) -> RocksDBModel:
+        if self.max_memory_usage_mb is not None and not self.bounded_memory_usage:
+            raise ValueError("max_memory_usage_mb takes effect only with bounded_memory_usage: true")
+        return self
+
+    def options(self) -> RocksDBOptions:
+        return RocksDBOptions(**{name: getattr(self, name) for name in SPARK_NAMES})
+
+
+assert set(SPARK_NAMES) == set(RocksDBModel.model_fields)
+
+
+def _megabytes(value: object) -> int:
+    """'512MB', '2GB', '1024KB' or an int of MB -> MB."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*(KB|MB|GB)\s*", str(value), flags=re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 2GB)")
+    number, unit = int(match.group(1)), match.group(2).upper()
+    return {"KB": max(1, number // 1024), "MB": number, "GB": number * 1024}[unit]
+
+
+class StateModel(Strict):
+    """The `state:` block of a key-value store (stores/state.py says what each setting does)."""
+
+    provider: Literal[tuple(PROVIDERS)] = "rocksdb"  # type: ignore[valid-type]
+    max_memory: Annotated[int, BeforeValidator(_megabytes), Field(ge=1)] | None = None  # MB
+    rocksdb: RocksDBModel | None = None
+
+    @model_validator(mode="after")
+    def _options_match_provider(self) -> StateModel:
+        if self.provider != "rocksdb" and self.rocksdb is not None:
+            raise ValueError(f"'rocksdb' options apply to provider rocksdb only (provider is {self.provider!r})")
+        if self.provider != "rocksdb" and self.max_memory is not None:
+            raise ValueError("max_memory bounds RocksDB's memory: it applies to provider rocksdb only")
+        if self.max_memory is not None and self.rocksdb is not None and (
+                self.rocksdb.max_memory_usage_mb is not None or self.rocksdb.bounded_memory_usage is not None):
+            raise ValueError("give max_memory or rocksdb.bounded_memory_usage/max_memory_usage_mb, not both")
+        return self
+
+    def settings(self) -> StateSettings:
+        return StateSettings(self.provider, self.max_memory, None if self.rocksdb is None else self.rocksdb.options())
+
+
 class StoreFileModel(Strict):
     name: str | None = None
     type: Literal[STORE_TYPES]  # type: ignore[valid-type]
@@ -160,7 +227,7 @@ class StoreFileModel(Strict):
     tombstone: Literal["null_value"] | FieldTombstoneModel = "null_value"
     leaderboard: LeaderboardModel = LeaderboardModel()
     changelog: ChangelogModel = ChangelogModel()
-    state: StateSettings | None = None
+    state: StateModel | None = None
     ttl: DurationMs | None = None
     max_entries: int | None = Field(None, ge=1)
     window: WindowModel | None = None

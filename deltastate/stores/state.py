@@ -12,12 +12,9 @@ options may change between runs.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Iterator
-from typing import Annotated, Literal
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from dataclasses import dataclass, fields
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 PROVIDERS = {
@@ -28,33 +25,27 @@ ROCKSDB_PREFIX = "spark.sql.streaming.stateStore.rocksdb."
 COMPRESSION_CODECS = ("none", "snappy", "zlib", "bzip2", "lz4", "lz4hc", "xpress", "zstd")
 
 
-class RocksDBOptions(BaseModel):
+@dataclass(frozen=True)
+class RocksDBOptions:
     """The RocksDB options Spark exposes (spark.sql.streaming.stateStore.rocksdb.*), in snake case.
     Unset options take Spark's default, except the two below whose defaults suit changelogs:
-    changelog checkpointing (a batch uploads its changed keys, not a RocksDB snapshot) and lz4."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    changelog checkpointing (a batch uploads its changed keys, not a RocksDB snapshot) and lz4.
+    The store file's `state.rocksdb` block is checked by schema.py's RocksDBModel before it gets here."""
 
     changelog_checkpointing: bool = True
-    compression: Literal[COMPRESSION_CODECS] = "lz4"  # type: ignore[valid-type]
-    format_version: int | None = Field(None, ge=1, le=6)
-    block_size_kb: int | None = Field(None, ge=1)
-    block_cache_size_mb: int | None = Field(None, ge=1)
-    write_buffer_size_mb: int | None = Field(None, ge=1)
-    max_write_buffer_number: int | None = Field(None, ge=1)
+    compression: str = "lz4"  # one of COMPRESSION_CODECS
+    format_version: int | None = None
+    block_size_kb: int | None = None
+    block_cache_size_mb: int | None = None
+    write_buffer_size_mb: int | None = None
+    max_write_buffer_number: int | None = None
     bounded_memory_usage: bool | None = None
-    max_memory_usage_mb: int | None = Field(None, ge=1)
-    write_buffer_cache_ratio: float | None = Field(None, gt=0.0, lt=1.0)
-    high_priority_pool_ratio: float | None = Field(None, ge=0.0, lt=1.0)
+    max_memory_usage_mb: int | None = None
+    write_buffer_cache_ratio: float | None = None
+    high_priority_pool_ratio: float | None = None
     compact_on_commit: bool | None = None
     track_total_number_of_rows: bool | None = None
-    max_open_files: int | None = Field(None, ge=-1)
-
-    @model_validator(mode="after")
-    def _memory_limit_needs_bound(self) -> RocksDBOptions:
-        if self.max_memory_usage_mb is not None and not self.bounded_memory_usage:
-            raise ValueError("max_memory_usage_mb takes effect only with bounded_memory_usage: true")
-        return self
+    max_open_files: int | None = None
 
 
 # snake-case option -> Spark's key suffix; one table so that the names a user writes and the
@@ -75,43 +66,19 @@ SPARK_NAMES = {
     "track_total_number_of_rows": "trackTotalNumberOfRows",
     "max_open_files": "maxOpenFiles",
 }
-assert set(SPARK_NAMES) == set(RocksDBOptions.model_fields)
+assert set(SPARK_NAMES) == {f.name for f in fields(RocksDBOptions)}
 
 
-def _megabytes(value: object) -> int:
-    """'512MB', '2GB', '1024KB' or an int of MB -> MB."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = re.fullmatch(r"\s*(\d+)\s*(KB|MB|GB)\s*", str(value), flags=re.IGNORECASE)
-    if not match:
-        raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 2GB)")
-    number, unit = int(match.group(1)), match.group(2).upper()
-    return {"KB": max(1, number // 1024), "MB": number, "GB": number * 1024}[unit]
-
-
-class StateSettings(BaseModel):
+@dataclass(frozen=True)
+class StateSettings:
     """provider, RocksDB options, and max_memory: a bound on RocksDB's memory (block cache, write
-    buffers and index blocks together), Spark's bounded memory usage. Spark shares that bound across
-    the RocksDB instances of the executor, so it is a per-process limit."""
+    buffers and index blocks together, in MB), Spark's bounded memory usage. Spark shares that bound
+    across the RocksDB instances of the executor, so it is a per-process limit. The store file's
+    `state:` block is checked by schema.py's StateModel (which also parses '512MB') first."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    provider: Literal[tuple(PROVIDERS)] = "rocksdb"  # type: ignore[valid-type]
-    max_memory: Annotated[int, BeforeValidator(_megabytes), Field(ge=1)] | None = None  # MB
+    provider: str = "rocksdb"  # a key of PROVIDERS
+    max_memory: int | None = None  # MB
     rocksdb: RocksDBOptions | None = None
-
-    @model_validator(mode="after")
-    def _options_match_provider(self) -> StateSettings:
-        if self.provider != "rocksdb" and self.rocksdb is not None:
-            raise ValueError(f"'rocksdb' options apply to provider rocksdb only (provider is {self.provider!r})")
-        if self.provider != "rocksdb" and self.max_memory is not None:
-            raise ValueError("max_memory bounds RocksDB's memory: it applies to provider rocksdb only")
-        if self.max_memory is not None and self.rocksdb is not None and (
-                self.rocksdb.max_memory_usage_mb is not None or self.rocksdb.bounded_memory_usage is not None):
-            raise ValueError("give max_memory or rocksdb.bounded_memory_usage/max_memory_usage_mb, not both")
-        return self
 
     @property
     def provider_class(self) -> str:

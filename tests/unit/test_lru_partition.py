@@ -17,7 +17,7 @@ from deltastate.changelog.layout import REASON_EVICTED
 from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.lru import _partition_update, _slot_ops
 from deltastate.engine.keyvalue.plan import AUDIT_PARTITION
-from deltastate.stores.loader import parse_store
+from deltastate.stores.parse import parse_store
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 

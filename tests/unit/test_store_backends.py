@@ -15,7 +15,7 @@ from deltastate.config import PROJECT_ROOT
 from deltastate.errors import StoreDefinitionError
 from deltastate.stores.backends import BACKENDS, StoreBackend, backend_of, cleanup_lineage_ids
 from deltastate.stores.definition import StoreDefinition
-from deltastate.stores.loader import parse_store
+from deltastate.stores.parse import parse_store
 
 SCHEMAS = PROJECT_ROOT / "schemas"
 

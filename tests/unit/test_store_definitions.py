@@ -13,7 +13,7 @@ import yaml
 
 from deltastate.config import PROJECT_ROOT
 from deltastate.errors import StoreDefinitionError
-from deltastate.stores.loader import parse_store
+from deltastate.stores.parse import parse_store
 from deltastate.stores.state import PROVIDER_KEY, PROVIDERS, ROCKSDB_PREFIX, SPARK_NAMES, StateSettings
 
 SCHEMAS = PROJECT_ROOT / "schemas"

@@ -14,7 +14,7 @@ import yaml
 
 from deltastate.errors import StoreDefinitionError
 from deltastate.stores.expression import ExpressionError, evaluate, field_names, parse
-from deltastate.stores.loader import parse_store
+from deltastate.stores.parse import parse_store
 from deltastate.stores.versions import check_servable, down_convert
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
