@@ -76,21 +76,43 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     with store.state.applied_to(spark):  # the store's own state provider and RocksDB options
         query = writer.start()
     result.state_conf = store.state.started_with(query)
+    failure: BaseException | None = None
     try:
         if once:
             query.awaitTermination()
         else:
             result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store),
                                                 lambda: committer.maybe_copy(spark))
+    except BaseException as e:
+        failure = e
+        raise
     finally:
         if query.isActive:
             query.stop()
-        flush_audits(spark, settings, store)  # the run's last audits, before anyone reads its history
-    if query.exception() is not None:
-        raise query.exception()
+        failure = failure or query.exception()  # a continuous run's query fails without raising here
+        # The run's last audits, before anyone reads its history.
+        copy_after_run(store.name, lambda: flush_audits(spark, settings, store), failure)
+    if failure is not None:
+        raise failure
     result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
     result.seconds = time.monotonic() - started
     return result
+
+
+def copy_after_run(store: str, copy: Callable[[], None], failure: BaseException | None) -> None:
+    """Runs the audit copy that ends a run. After a failed run, a failing copy must not hide why the
+    run failed: its error is logged and noted on the run's exception, and the next run's start
+    copies what is left (flush_audits reads the changelog's commits, so nothing is lost). After a
+    run that succeeded, a failing copy fails the run."""
+    if failure is None:
+        copy()
+        return
+    try:
+        copy()
+    except Exception as e:  # noqa: BLE001 - reported beside the run's own failure, which is raised
+        log.warning("store %r: copying the run's audits failed after the run failed (%s); the next run's "
+                    "start copies them", store, e)
+        failure.add_note(f"store {store!r}: copying the run's audits also failed ({e}); the next run copies them")
 
 
 def wait_continuous(query, stop_after: float | None, stop_event: threading.Event | None,
