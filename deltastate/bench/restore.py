@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deltastate.changelog import layout
+from deltastate.changelog.bookkeeping import bookkeeping_columns
 from deltastate.config import Settings
 
 STORE = "player_stats"
@@ -69,14 +70,11 @@ def build_changelog(spark, settings: Settings, store, keys: int, updates: int) -
         F.format_string("player-%07d", key_no).alias(layout.KEY),
         games.alias("games"), (games * 50).alias("total_score"), (F.lit(50) + gen).alias("best_score"),
         ts.alias("last_played"),
-        F.lit(layout.OP_PUT).alias(layout.OP), F.lit(store.value_version).cast("int").alias("value_version"),
-        F.pmod(key_no, 4).cast("int").alias("source_partition"),
-        (gen * keys + key_no).alias("source_offset"),  # increasing per partition, like Kafka offsets
-        F.lit(0).cast("int").alias("epoch"),
-        (gen * layout.BATCHES_PER_SEGMENT).alias("batch_id"),
-        F.lit(lineage).alias("lineage_id"),
-        F.timestamp_millis(ts).alias("event_time"), F.current_timestamp().alias("write_time"),
-        gen.alias(layout.SEGMENT),  # layout.segment_of(0, gen * BATCHES_PER_SEGMENT) == gen
+        *bookkeeping_columns(op=layout.OP_PUT, value_version=store.value_version, source_partition=F.pmod(key_no, 4),
+                             source_offset=gen * keys + key_no,  # increasing per partition, like Kafka offsets
+                             epoch=0, batch_id=gen * layout.BATCHES_PER_SEGMENT, lineage_id=lineage,
+                             event_time=F.timestamp_millis(ts),
+                             segment=gen),  # layout.segment_of(0, gen * BATCHES_PER_SEGMENT) == gen
     )
     columns = [name for name, _ in layout.changelog_columns(store)]
     rows.select(*columns).write.format("delta").mode("append").save(settings.table_path(store.storage, layout.CHANGELOG))

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deltastate.changelog.layout import BATCH_ID, EPOCH
 from deltastate.config import PROJECT_ROOT, Settings
 from deltastate.engine.common.source import QUERY
 from deltastate.errors import DeltastateError
@@ -103,7 +104,7 @@ def _delta_batch(changelog: str) -> int:
             if '"commitInfo"' in line:
                 audit = BatchAudit.from_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
                 if audit is not None:
-                    return int(audit.row["batch_id"])
+                    return int(audit.row[BATCH_ID])
     return -1
 
 
@@ -268,7 +269,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
     result.live_keys = len(have)
     result.produced = len(feed.produced)
     changelog = spark.read.format("delta").load(table)
-    result.duplicates = changelog.groupBy("epoch", "batch_id", "key").count().where("count > 1").count()
+    result.duplicates = changelog.groupBy(EPOCH, BATCH_ID, "key").count().where("count > 1").count()
     audit = spark.read.format("delta").load(settings.table_path(options.store, "intake"))
     result.audited = int(audit.selectExpr("coalesce(sum(records_in), 0)").first()[0])
     result.seconds = time.monotonic() - began

@@ -80,6 +80,14 @@ def _commit_time(log: Path, version: int) -> datetime:
     return datetime.fromtimestamp(millis / 1000, tz=UTC).replace(tzinfo=None)
 
 
+def newest_version(table_path: str) -> int | None:
+    """The newest committed version of a local Delta table, from its log's file names; None when
+    there is no (local) table."""
+    root = local_dir(table_path)
+    versions = [] if root is None else _versions(root / "_delta_log")
+    return versions[-1] if versions else None
+
+
 class DeltaLog:
     """Cached, thread-safe reads of Delta logs; ttl: how long a newest-commit answer is reused."""
 
@@ -135,4 +143,4 @@ class DeltaLog:
         return sorted(live.values(), key=lambda f: (f.version, str(f.path)))
 
 
-__all__ = ["Commit", "DeltaLog", "TailFile", "local_dir"]
+__all__ = ["Commit", "DeltaLog", "TailFile", "local_dir", "newest_version"]

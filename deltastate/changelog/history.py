@@ -146,16 +146,16 @@ def _topic_offsets(bootstrap: str, topic: str, at_ms: list[int], timeout_s: floa
     """Per time, each partition's first offset written at or after it (the end then), and the end now."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+    from deltastate.infra.topics import partitions_of, watermarks_of
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "deltastate-store-pages",
                          "enable.auto.commit": False, "socket.timeout.ms": max(10_000, int(timeout_s * 1000)),
                          "log_level": 0})  # an unreachable broker is reported in the answer, not in the log
     try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
+        partitions = partitions_of(consumer, topic, timeout_s)
+        if not partitions:
             raise KafkaException(f"topic {topic!r} is not on the broker")
-        partitions = sorted(meta.partitions)
-        ends = {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1])
-                for p in partitions}
+        ends = {p: watermarks_of(consumer, topic, p, timeout_s)[1] for p in partitions}
         found = []
         for t in at_ms:
             answer = consumer.offsets_for_times([TopicPartition(topic, p, t) for p in partitions], timeout=timeout_s)

@@ -24,11 +24,21 @@ DEADLETTER = "deadletter"
 INTAKE = "intake"
 
 OP = "op"
+# Bookkeeping columns, named here once: where a changelog row came from (the source record's
+# partition and offset, the lineage, epoch and micro-batch that wrote it) and its two times.
+VALUE_VERSION = "value_version"
+SOURCE_PARTITION = "source_partition"
+SOURCE_OFFSET = "source_offset"
+EPOCH = "epoch"
+BATCH_ID = "batch_id"
+LINEAGE_ID = "lineage_id"
+EVENT_TIME = "event_time"
+WRITE_TIME = "write_time"
 OP_PUT = "put"
 OP_DELETE = "delete"
 # Order of a key's records: epoch is the checkpoint lineage (it grows when a store is restored into
 # a new checkpoint), batch_id the micro-batch within it. One record per key per (epoch, batch_id).
-ORDER_COLUMNS = ("epoch", "batch_id")
+ORDER_COLUMNS = (EPOCH, BATCH_ID)
 # Changelog partitioning: the stream appends to the newest segment only, so maintenance that rewrites
 # older segments never conflicts with it (Delta: appends conflict with nothing; a rewrite conflicts
 # only with appends to the same partitions).
@@ -37,14 +47,14 @@ BATCHES_PER_SEGMENT = 100
 
 BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
     (OP, "string"),
-    ("value_version", "int"),
-    ("source_partition", "int"),
-    ("source_offset", "bigint"),
-    ("epoch", "int"),
-    ("batch_id", "bigint"),
-    ("lineage_id", "string"),
-    ("event_time", "timestamp"),
-    ("write_time", "timestamp"),
+    (VALUE_VERSION, "int"),
+    (SOURCE_PARTITION, "int"),
+    (SOURCE_OFFSET, "bigint"),
+    (EPOCH, "int"),
+    (BATCH_ID, "bigint"),
+    (LINEAGE_ID, "string"),
+    (EVENT_TIME, "timestamp"),
+    (WRITE_TIME, "timestamp"),
     (SEGMENT, "bigint"),
 )
 
@@ -63,14 +73,14 @@ DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("key", "binary"),
     ("value", "binary"),
     ("value_size", "int"),
-    ("batch_id", "bigint"),
-    ("lineage_id", "string"),
-    ("write_time", "timestamp"),
+    (BATCH_ID, "bigint"),
+    (LINEAGE_ID, "string"),
+    (WRITE_TIME, "timestamp"),
 )
 
 INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("lineage_id", "string"),
-    ("batch_id", "bigint"),
+    (LINEAGE_ID, "string"),
+    (BATCH_ID, "bigint"),
     ("records_in", "bigint"),
     ("applied", "bigint"),
     ("dead_lettered", "bigint"),
@@ -83,7 +93,7 @@ INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     # stores) of the lineage so far}; a partition's stream time is the max of these over its batches
     # (Kafka Streams keeps stream time per partition).
     ("stream_times", "string"),
-    ("write_time", "timestamp"),
+    (WRITE_TIME, "timestamp"),
     # JSON {partition: [records_in, applied, dead_lettered, tombstones]} of the batch. Added after the
     # first release, so last: older tables gain it on their next audit append (older rows read null).
     ("partition_counts", "string"),

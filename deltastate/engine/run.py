@@ -22,12 +22,13 @@ from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import drop_orphan_temp_files, verify_checkpoint
 from deltastate.engine.common.lineage import load_or_create
 from deltastate.engine.common.report import BatchListener, RunResult, counting_listener
-from deltastate.engine.common.resume import ResumePlan, resume_plan_for, topic_partitions
+from deltastate.engine.common.resume import ResumePlan, resume_plan_for
 from deltastate.engine.common.source import source_stream
 from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.engine.keyvalue.start import start_keyvalue
 from deltastate.engine.windowed.start import start_windowed
 from deltastate.infra.spark import get_spark
+from deltastate.infra.topics import partition_count
 from deltastate.stores import load_store
 from deltastate.stores.backends import backend_of
 from deltastate.stores.fence import check_may_write, fenced
@@ -64,7 +65,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     # A restored checkpoint reads Kafka from the audited offsets; Spark wants every partition of the
     # topic named, so the count comes from the broker (the topic read may not be the declared one).
     starting = ("earliest" if resume is None or not resume.starting_offsets else
-                resume.kafka_starting_offsets(topic, topic_partitions(settings.kafka_bootstrap, topic)))
+                resume.kafka_starting_offsets(topic, partition_count(settings.kafka_bootstrap, topic)))
     source = source_stream(spark, settings, topic, max_offsets_per_trigger, starting)
     result = RunResult(store=store_name, lineage=lineage)
     on_batch = metrics.watch_run(spark, settings, store, lineage, topic, once, counting_listener(result, listener))

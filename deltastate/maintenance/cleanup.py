@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate import metrics
 from deltastate.changelog import layout
+from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION, WRITE_TIME
 from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
 from deltastate.maintenance.stats import get_session
@@ -86,16 +87,17 @@ def _expire_ttl(spark: SparkSession, settings: Settings, store: StoreDefinition,
 
     path = settings.table_path(store.storage, layout.CHANGELOG)
     state = latest_state(spark, settings, store, version)
-    candidates = sorted(r[layout.KEY] for r in state.where(F.unix_millis("write_time") < F.lit(now - store.ttl_ms))
+    candidates = sorted(r[layout.KEY] for r in state.where(F.unix_millis(WRITE_TIME) < F.lit(now - store.ttl_ms))
                         .select(layout.KEY).collect())
     # Highest source offset the changelog at V holds per partition: everything after it may not be
     # applied yet (the stream's lag), so cleanup reads it before deciding.
     held = {int(r[0]): int(r[1]) for r in spark.read.format("delta").option("versionAsOf", version).load(path)
-            .groupBy("source_partition").agg(F.max("source_offset")).collect() if r[0] is not None}
-    partitions = store.source.partitions
-    ends = ttl.end_offsets(settings.kafka_bootstrap, topic, partitions)
+            .groupBy(SOURCE_PARTITION).agg(F.max(SOURCE_OFFSET)).collect() if r[0] is not None}
+    from deltastate.infra.topics import end_offsets
+
+    ends = end_offsets(settings.kafka_bootstrap, topic)  # a partition the broker lacks has no tail to read
     tail = ttl.scan(settings.kafka_bootstrap, store.name, topic,
-                    {p: (held.get(p, -1) + 1, ends[p]) for p in range(partitions)})
+                    {p: (held.get(p, -1) + 1, ends.get(p, 0)) for p in range(store.source.partitions)})
     spared = ttl.spared_keys(tail) & set(candidates)
     doomed = [k for k in candidates if k not in spared]
     placed = ttl.produce_tombstones(settings.kafka_bootstrap, store.name, topic, doomed) if doomed else {}

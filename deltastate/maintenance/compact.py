@@ -28,7 +28,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltastate import metrics
-from deltastate.changelog.layout import CHANGELOG, OP, OP_DELETE, ORDER_COLUMNS, SEGMENT, store_key_columns
+from deltastate.changelog.layout import (
+    BATCH_ID,
+    CHANGELOG,
+    LINEAGE_ID,
+    OP,
+    OP_DELETE,
+    ORDER_COLUMNS,
+    SEGMENT,
+    WRITE_TIME,
+    store_key_columns,
+)
 from deltastate.config import Settings
 from deltastate.maintenance.stats import (
     MaintenanceError,
@@ -206,8 +216,8 @@ def _newest_audited(spark: SparkSession, settings: Settings, store: StoreDefinit
     path = settings.table_path(store.storage, INTAKE)
     if not table_exists(spark, path):
         return {}
-    rows = spark.read.format("delta").load(path).groupBy("lineage_id").agg(F.max("batch_id").alias("b")).collect()
-    return {r["lineage_id"]: int(r["b"]) for r in rows if r["lineage_id"] is not None}
+    rows = spark.read.format("delta").load(path).groupBy(LINEAGE_ID).agg(F.max(BATCH_ID).alias("b")).collect()
+    return {r[LINEAGE_ID]: int(r["b"]) for r in rows if r[LINEAGE_ID] is not None}
 
 
 def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: int,
@@ -226,11 +236,11 @@ def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: 
     per_segment = Window.partitionBy(SEGMENT)
     order = F.struct(*[F.col(c) for c in ORDER_COLUMNS])
     cleanable = ((F.col(SEGMENT) < F.lit(newest))
-                 & (F.max(F.unix_millis("write_time")).over(per_segment) <= F.lit(lag_cutoff_ms)))
+                 & (F.max(F.unix_millis(WRITE_TIME)).over(per_segment) <= F.lit(lag_cutoff_ms)))
     pending = F.lit(False)
     if audited:
         newest_audited = F.create_map(*[F.lit(x) for q, b in sorted(audited.items()) for x in (q, b)])
-        pending = F.coalesce(F.col("batch_id") > F.try_element_at(newest_audited, F.col("lineage_id")), F.lit(False))
+        pending = F.coalesce(F.col(BATCH_ID) > F.try_element_at(newest_audited, F.col(LINEAGE_ID)), F.lit(False))
     flagged = (table
                .withColumn("_pending", pending)
                .withColumn("_in_cleanable", F.coalesce(cleanable, F.lit(False)) & ~F.col("_pending"))
@@ -239,7 +249,7 @@ def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: 
                # A tombstone may go only when no record of its key stays behind in an untouched segment
                # (that record would otherwise become the key's state again).
                .withColumn("_all_cleanable", F.min(F.col("_in_cleanable").cast("int")).over(per_key) == 1))
-    old_tombstone = ((F.col(OP) == F.lit(OP_DELETE)) & (F.unix_millis("write_time") < F.lit(tombstone_cutoff_ms))
+    old_tombstone = ((F.col(OP) == F.lit(OP_DELETE)) & (F.unix_millis(WRITE_TIME) < F.lit(tombstone_cutoff_ms))
                      & F.col("_all_cleanable"))
     keep = ~F.col("_in_cleanable") | (F.col("_is_latest") & ~old_tombstone)
     return flagged.withColumn("_keep", keep)

@@ -118,19 +118,9 @@ def _committed_offsets(query: Path) -> dict[str, Any]:
 
 
 def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
+    from deltastate.infra.topics import end_offsets
 
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "deltastate-inspect",
-                         "enable.auto.commit": False, "log_level": 2})
-    try:
-        meta = consumer.list_topics(topic, timeout=15)
-        found = meta.topics.get(topic)
-        if found is None or found.error is not None:
-            return {}
-        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1])
-                for p in sorted(found.partitions)}
-    finally:
-        consumer.close()
+    return end_offsets(settings.kafka_bootstrap, topic, timeout=15)
 
 
 def _state_shards(spark: SparkSession, store: str, query: Path, batch_id: int) -> list[dict[str, Any]]:

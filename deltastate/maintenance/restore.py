@@ -31,7 +31,15 @@ from pyspark.sql import functions as F
 
 from deltastate import metrics
 from deltastate.changelog.audit_log import flush_audits
-from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE, MIGRATION_SEED_LINEAGE
+from deltastate.changelog.layout import (
+    BATCH_ID,
+    CHANGELOG,
+    DEADLETTER,
+    INTAKE,
+    LINEAGE_ID,
+    MIGRATION_SEED_LINEAGE,
+    SOURCE_PARTITION,
+)
 from deltastate.changelog.reader import changelog_version, latest_state
 from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import ensure_tables, table_exists
@@ -127,12 +135,12 @@ def _drop_unaudited(spark: SparkSession, path: str, intake_path: str, exempt: tu
     excepted); returns how many."""
     if not (table_exists(spark, path) and table_exists(spark, intake_path)):
         return 0
-    audited = spark.read.format("delta").load(intake_path).select("lineage_id", "batch_id").distinct()
+    audited = spark.read.format("delta").load(intake_path).select(LINEAGE_ID, BATCH_ID).distinct()
     rows = spark.read.format("delta").load(path)
     if exempt:
-        rows = rows.where(~F.col("lineage_id").isin(list(exempt)))
-    orphans = (rows.join(audited, ["lineage_id", "batch_id"], "left_anti")
-               .groupBy("lineage_id", "batch_id").count().collect())
+        rows = rows.where(~F.col(LINEAGE_ID).isin(list(exempt)))
+    orphans = (rows.join(audited, [LINEAGE_ID, BATCH_ID], "left_anti")
+               .groupBy(LINEAGE_ID, BATCH_ID).count().collect())
     if not orphans:
         return 0
     cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
@@ -146,12 +154,12 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
     the listener sees, like Kafka Streams restoring one changelog partition at a time)."""
     state = latest_state(spark, settings, store, version).persist()
     try:
-        slices = sorted(((r["source_partition"], int(r["count"]))
-                         for r in state.groupBy("source_partition").count().collect()),
+        slices = sorted(((r[SOURCE_PARTITION], int(r["count"]))
+                         for r in state.groupBy(SOURCE_PARTITION).count().collect()),
                         key=lambda s: -1 if s[0] is None else s[0])
         total = 0
         for partition, count in slices:
-            state.where(F.col("source_partition").eqNullSafe(F.lit(partition).cast("int"))) \
+            state.where(F.col(SOURCE_PARTITION).eqNullSafe(F.lit(partition).cast("int"))) \
                  .write.format("delta").mode("append").save(seed_path)
             total += count
             listener.on_batch(count, partition)

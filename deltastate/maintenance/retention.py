@@ -21,6 +21,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from deltastate.changelog import layout
+from deltastate.changelog.bookkeeping import bookkeeping_by_name
+from deltastate.changelog.layout import (
+    BATCH_ID,
+    EPOCH,
+    EVENT_TIME,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    VALUE_VERSION,
+)
 from deltastate.changelog.rules import latest_per_key, retained_column, retention_horizon, stream_times_frame
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
@@ -55,17 +64,17 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     latest = latest_per_key(table, keys, [c for c in table.columns if c not in keys])
     # One row per source partition: the horizons are computed here, by the one rule, and compared
     # in Spark. A partition without stream time expires nothing.
-    horizons = [(int(r["source_partition"]), retention_horizon(spec, int(r["stream_time"])))
+    horizons = [(int(r[SOURCE_PARTITION]), retention_horizon(spec, int(r["stream_time"])))
                 for r in stream_times(spark, settings, store).collect()]
     if not horizons:
         return 0
     pairs = [c for p, h in sorted(horizons) for c in (F.lit(p), F.lit(h).cast("bigint"))]
-    horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
+    horizon = F.element_at(F.create_map(*pairs), F.col(SOURCE_PARTITION))
     expired = latest.where(horizon.isNotNull() & (F.col(retained_column(spec)) <= horizon))
-    top = table.agg(F.max("epoch").alias("e")).first()["e"]
+    top = table.agg(F.max(EPOCH).alias("e")).first()["e"]
     if top is None:
         return 0
-    newest = table.where(F.col("epoch") == top).agg(F.max("batch_id").alias("b"), F.max(layout.SEGMENT).alias("s")).first()
+    newest = table.where(F.col(EPOCH) == top).agg(F.max(BATCH_ID).alias("b"), F.max(layout.SEGMENT).alias("s")).first()
     ordering = (int(top), int(newest["b"]) + 1, int(newest["s"]))
     tombstones = expired.select(*[_tombstone_column(f.name, f.dataType, store, ordering, write_ms)
                                   for f in table.schema.fields]).persist()
@@ -89,17 +98,13 @@ def _tombstone_column(name: str, data_type, store: StoreDefinition, ordering: tu
     from pyspark.sql import functions as F
 
     epoch, batch_id, segment = ordering
-    kept = set(layout.store_key_columns(store)) | {"value_version", "source_partition", "source_offset", "event_time"}
-    fixed = {
-        layout.OP: F.lit(layout.OP_DELETE),
-        "epoch": F.lit(epoch).cast("int"),
-        "batch_id": F.lit(batch_id).cast("bigint"),
-        "lineage_id": F.lit(_cleanup_lineage_id(store)),
-        "write_time": F.timestamp_millis(F.lit(write_ms)),
-        layout.SEGMENT: F.lit(segment).cast("bigint"),
-    }
-    if name in kept:
+    if name in layout.store_key_columns(store):
         return F.col(name)
+    # The entry's own source position, event time and value version; the cleanup's op, lineage and order.
+    fixed = bookkeeping_by_name(
+        op=layout.OP_DELETE, value_version=F.col(VALUE_VERSION), source_partition=F.col(SOURCE_PARTITION),
+        source_offset=F.col(SOURCE_OFFSET), epoch=epoch, batch_id=batch_id, lineage_id=_cleanup_lineage_id(store),
+        event_time=F.col(EVENT_TIME), write_time=F.timestamp_millis(F.lit(write_ms)), segment=segment)
     if name in fixed:
-        return fixed[name].alias(name)
+        return fixed[name]
     return F.lit(None).cast(data_type).alias(name)  # value columns (and any the engine adds)

@@ -39,9 +39,12 @@ def table_figures(spark: SparkSession, path: str) -> TableFigures:
     bytes, and a count Delta answers from the files' statistics instead of scanning."""
     from delta.tables import DeltaTable
 
-    table = DeltaTable.forPath(spark, path)
-    version = int(table.history(1).select("version").first()[0])
-    detail = table.detail().select("numFiles", "sizeInBytes").first()
+    from deltastate.changelog.reader import changelog_version
+
+    version = changelog_version(spark, path)
+    if version is None:
+        raise ValueError(f"no Delta table at {path}")
+    detail = DeltaTable.forPath(spark, path).detail().select("numFiles", "sizeInBytes").first()
     records = spark.read.format("delta").option("versionAsOf", version).load(path).count()
     return TableFigures(version, int(records), int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0))
 

@@ -49,18 +49,6 @@ def _consumer(bootstrap: str):
                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 2})
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """The next offset to be written, per partition (Kafka's high watermark)."""
-    from confluent_kafka import TopicPartition
-
-    consumer = _consumer(bootstrap)
-    try:
-        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-                for p in range(partitions)}
-    finally:
-        consumer.close()
-
-
 def scan(bootstrap: str, store: str, topic: str, ranges: dict[int, tuple[int, int]]) -> list[TailRecord]:
     """Every record with offset in [start, end) of each partition's range."""
     import time

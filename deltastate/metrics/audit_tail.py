@@ -19,9 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltastate.changelog.deltalog import DeltaLog, local_dir
+from deltastate.changelog.layout import BATCH_ID, LINEAGE_ID, WRITE_TIME
 
-AUDIT_COLUMNS = ["lineage_id", "batch_id", "offsets", "stream_times", "write_time", "partition_counts"]
-DEAD_COLUMNS = ["lineage_id", "partition", "reason"]
+AUDIT_COLUMNS = [LINEAGE_ID, BATCH_ID, "offsets", "stream_times", WRITE_TIME, "partition_counts"]
+DEAD_COLUMNS = [LINEAGE_ID, "partition", "reason"]
 
 
 @dataclass
@@ -62,7 +63,7 @@ class TailFollower:
         for path in appended_files(self.path, first, newest.version):
             names = pq.read_schema(path).names
             table = pq.read_table(path, columns=[c for c in self.columns if c in names])
-            rows.extend(table.filter(pc.equal(table["lineage_id"], lineage_id)).to_pylist())
+            rows.extend(table.filter(pc.equal(table[LINEAGE_ID], lineage_id)).to_pylist())
         return rows
 
 
@@ -88,11 +89,11 @@ def appended_files(table_path: str, first: int, last: int) -> list[Path]:
 def partition_batches(audit_rows: list[dict]) -> dict[int, list[PartitionBatch]]:
     """The audit rows' per-partition figures, in batch order."""
     out: dict[int, list[PartitionBatch]] = {}
-    for row in sorted(audit_rows, key=lambda r: r["batch_id"]):
+    for row in sorted(audit_rows, key=lambda r: r[BATCH_ID]):
         counts = json.loads(row.get("partition_counts") or "{}")
         offsets = json.loads(row.get("offsets") or "{}")
         times = json.loads(row.get("stream_times") or "{}")
-        committed = row["write_time"]
+        committed = row[WRITE_TIME]
         if committed.tzinfo is None:
             committed = committed.replace(tzinfo=UTC)
         for p in sorted({*counts, *offsets}, key=int):

@@ -5,12 +5,12 @@ never subscribed and never committing: it reads positions, it does not join the 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-import uuid
 from datetime import UTC, datetime
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, TopicPartition
+
+from deltastate.infra.topics import TopicWatch
 
 log = logging.getLogger(__name__)
 
@@ -25,23 +25,13 @@ class TopicPositions:
     def __init__(self, bootstrap: str, topic: str, timeout: float = 5.0) -> None:
         self.topic = topic
         self.timeout = timeout
-        self._lock = threading.Lock()  # a confluent-kafka consumer is not thread-safe
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"deltastate-metrics-{uuid.uuid4()}",
-                                   "enable.auto.commit": False, "enable.partition.eof": False})
+        self._watch = TopicWatch(bootstrap, "metrics", timeout)
 
     def partitions(self) -> list[int]:
-        with self._lock:
-            meta = self._consumer.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
-        return sorted(meta.partitions) if meta is not None and meta.error is None else []
+        return self._watch.partitions(self.topic)
 
     def end_offsets(self) -> dict[int, int]:
-        ends: dict[int, int] = {}
-        for p in self.partitions():
-            with self._lock:
-                _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                                  timeout=self.timeout, cached=False)
-            ends[p] = int(high)
-        return ends
+        return self._watch.end_offsets(self.topic)
 
     def produce_times(self, offsets: dict[int, int]) -> dict[int, datetime]:
         """partition -> the broker timestamp of the record at that offset (partitions whose record
@@ -49,13 +39,13 @@ class TopicPositions:
         if not offsets:
             return {}
         found: dict[int, datetime | None] = {}
-        with self._lock:
-            self._consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
+        with self._watch.lock:
+            self._watch.consumer.assign([TopicPartition(self.topic, p, o) for p, o in offsets.items()])
             deadline = time.monotonic() + self.timeout
             try:
                 # Each partition's first message is the one asked for; stop as soon as all are in.
                 while len(found) < len(offsets) and time.monotonic() < deadline:
-                    for msg in self._consumer.consume(num_messages=100, timeout=0.2):
+                    for msg in self._watch.consumer.consume(num_messages=100, timeout=0.2):
                         p = msg.partition()
                         if msg.error() or p in found or msg.offset() != offsets.get(p):
                             continue
@@ -63,12 +53,12 @@ class TopicPositions:
                         found[p] = (None if kind == TIMESTAMP_NOT_AVAILABLE else
                                     datetime.fromtimestamp(millis / 1000, tz=UTC))
             finally:
-                self._consumer.unassign()
+                self._watch.consumer.unassign()
         return {p: t for p, t in found.items() if t is not None}
 
     def close(self) -> None:
-        with self._lock:
+        with self._watch.lock:
             try:
-                self._consumer.close()
+                self._watch.consumer.close()
             except RuntimeError:
                 log.debug("metrics consumer already closed")

@@ -19,6 +19,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
+from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION
 from deltastate.changelog.reader import STATE_BOOKKEEPING
 from deltastate.changelog.rules import latest_per_key
 from deltastate.config import Settings
@@ -67,7 +68,7 @@ def cutover_checks(spark: SparkSession, settings: Settings, old: StoreDefinition
     o = old_state.select(*keys, *[F.col(c).alias(f"old__{c}") for c in old.value_columns], F.lit(True).alias("old_live"))
     n = newest.select(*keys, *[F.col(c).alias(f"new__{c}") for c in new.value_columns],
                       (F.col(layout.OP) != layout.OP_DELETE).alias("new_live"),
-                      (F.col("source_offset") < F.coalesce(F.try_element_at(ends, F.col("source_partition")), F.lit(-1))
+                      (F.col(SOURCE_OFFSET) < F.coalesce(F.try_element_at(ends, F.col(SOURCE_PARTITION)), F.lit(-1))
                        ).alias("settled"))
     joined = o.join(n, keys, "full_outer")
     # A key the old version holds and the new one never wrote is unsettled only if it could have

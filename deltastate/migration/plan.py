@@ -57,19 +57,11 @@ class MigrationPlan(Report):
 
 
 def topic_watermarks(settings: Settings, topic: str) -> dict[int, tuple[int, int]]:
-    """Partition -> (earliest offset Kafka holds, next offset to be written)."""
-    from confluent_kafka import Consumer, TopicPartition
+    """Partition -> (earliest offset Kafka holds, next offset to be written); {} for a missing topic."""
+    from deltastate.infra.topics import TopicWatch
 
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "deltastate-migrate",
-                         "enable.auto.commit": False, "log_level": 2})
-    try:
-        found = consumer.list_topics(topic, timeout=15).topics.get(topic)
-        if found is None or found.error is not None:
-            return {}
-        return {p: tuple(int(o) for o in consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15))
-                for p in sorted(found.partitions)}
-    finally:
-        consumer.close()
+    with TopicWatch(settings.kafka_bootstrap, "migrate", timeout=15) as watch:
+        return {p: watch.watermarks(topic, p) for p in watch.partitions(topic)}
 
 
 def check_target(live: StoreDefinition, to_version: int) -> None:

@@ -20,6 +20,16 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import append_audit, audit_record, audit_rows
+from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.layout import (
+    BATCH_ID,
+    EPOCH,
+    EVENT_TIME,
+    LINEAGE_ID,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    WRITE_TIME,
+)
 from deltastate.changelog.reader import STATE_BOOKKEEPING
 from deltastate.changelog.rules import latest_per_key
 from deltastate.changelog.tables import append_once, table_exists
@@ -47,8 +57,8 @@ def committed_state(spark: SparkSession, settings: Settings, live: StoreDefiniti
         empty = spark.createDataFrame([], ", ".join(f"`{c}` {types.get(c, 'string')}" for c in _entry_columns(live)))
         return empty, position
     ends = F.create_map(*[x for p, o in sorted(offsets.items()) for x in (F.lit(p), F.lit(o))])
-    below = F.col("source_offset") < F.coalesce(F.try_element_at(ends, F.col("source_partition")), F.lit(-1))
-    records = spark.read.format("delta").load(path).where(F.col("lineage_id").startswith(CLEANUP_PREFIX) | below)
+    below = F.col(SOURCE_OFFSET) < F.coalesce(F.try_element_at(ends, F.col(SOURCE_PARTITION)), F.lit(-1))
+    records = spark.read.format("delta").load(path).where(F.col(LINEAGE_ID).startswith(CLEANUP_PREFIX) | below)
     columns = _entry_columns(live)
     latest = latest_per_key(records, layout.store_key_columns(live), columns[len(layout.store_key_columns(live)):])
     return latest.select(*columns), position
@@ -69,9 +79,9 @@ def transformed(state: DataFrame, live: StoreDefinition, target: StoreDefinition
             aggregated[agg.target] = F.col(old_name.get(agg.target, agg.target)).cast(wanted)
     values = [value_column(target, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in target.value_fields]
     return state.select(*layout.store_key_columns(target), *values, *layout.entry_count_columns(target),
-                        F.col("source_partition"), F.col("source_offset"),
-                        F.lit(0).cast("int").alias("epoch"), F.lit(0).cast("bigint").alias("batch_id"),
-                        F.col("event_time"), F.current_timestamp().alias("write_time"))
+                        F.col(SOURCE_PARTITION), F.col(SOURCE_OFFSET),
+                        F.lit(0).cast("int").alias(EPOCH), F.lit(0).cast("bigint").alias(BATCH_ID),
+                        F.col(EVENT_TIME), F.current_timestamp().alias(WRITE_TIME))
 
 
 def seed_changelog(seed: DataFrame, target: StoreDefinition, settings: Settings) -> None:
@@ -79,12 +89,12 @@ def seed_changelog(seed: DataFrame, target: StoreDefinition, settings: Settings)
     start repeated after a crash does not write it twice)."""
     rows = seed.select(
         *layout.store_key_columns(target), *target.value_columns,
-        *layout.entry_count_columns(target), F.lit(layout.OP_PUT).alias(layout.OP),
-        F.lit(target.value_version).cast("int").alias("value_version"),
-        F.col("source_partition").cast("int"), F.col("source_offset").cast("bigint"),
-        F.col("epoch"), F.col("batch_id"), F.lit(layout.MIGRATION_SEED_LINEAGE).alias("lineage_id"),
-        F.col("event_time"), F.col("write_time"),
-        F.lit(layout.segment_of(0, 0)).cast("bigint").alias(layout.SEGMENT))
+        *layout.entry_count_columns(target),
+        *bookkeeping_columns(op=layout.OP_PUT, value_version=target.value_version,
+                             source_partition=F.col(SOURCE_PARTITION), source_offset=F.col(SOURCE_OFFSET),
+                             epoch=F.col(EPOCH), batch_id=F.col(BATCH_ID), lineage_id=layout.MIGRATION_SEED_LINEAGE,
+                             event_time=F.col(EVENT_TIME), write_time=F.col(WRITE_TIME),
+                             segment=layout.segment_of(0, 0)))
     append_once(rows, settings.table_path(target.storage, layout.CHANGELOG), _app_id(target), 0)
 
 

@@ -4,18 +4,15 @@ newest version is read from the file names in its _delta_log (local storage only
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from deltastate.changelog.deltalog import newest_version
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
 from deltastate.snapshot.catalog import current_snapshot, read_info
 from deltastate.stores import list_stores, load_store
-
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
 @dataclass(frozen=True)
@@ -35,18 +32,6 @@ class StoreStatus:
         return asdict(self)
 
 
-def latest_delta_version(table_path: str) -> int | None:
-    """Newest commit version of a local Delta table from its log's file names; None otherwise."""
-    local = table_path.removeprefix("file://")
-    if "://" in local:
-        return None
-    log = Path(local) / "_delta_log"
-    if not log.is_dir():
-        return None
-    versions = [int(m.group(1)) for p in log.iterdir() if (m := _COMMIT.match(p.name))]
-    return max(versions) if versions else None
-
-
 def store_statuses(settings: Settings, now: datetime | None = None) -> list[StoreStatus]:
     now = now or datetime.now(UTC)
     try:
@@ -58,7 +43,7 @@ def store_statuses(settings: Settings, now: datetime | None = None) -> list[Stor
         store = load_store(settings, name)
         snap = info.store(name) if info else None
         published = None if info is None else info.published_at.replace(tzinfo=UTC)
-        latest = latest_delta_version(settings.table_path(store.storage, "changelog"))
+        latest = newest_version(settings.table_path(store.storage, "changelog"))
         pinned = None if snap is None else snap.changelog_version
         behind = None if latest is None else latest - (-1 if pinned is None else pinned)
         out.append(StoreStatus(

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import CHANGELOG, OP, OP_PUT, store_key_columns
+from deltastate.changelog.layout import BATCH_ID, CHANGELOG, EPOCH, LINEAGE_ID, OP, OP_PUT, WRITE_TIME, store_key_columns
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
 
@@ -31,15 +31,15 @@ def event_time_bounds(now: datetime | None = None) -> dict[str, int]:
 def batch_order_ok(frame: pd.DataFrame) -> pd.Series:
     """Per streaming query, ordered by write time: True where the batch id is not below any batch id
     the query wrote before (a query that went back would have replayed or lost batches)."""
-    ordered = frame.sort_values(["lineage_id", "write_time", "batch_id"], kind="stable")
-    earlier_max = ordered.groupby("lineage_id")["batch_id"].cummax().groupby(ordered["lineage_id"]).shift(1)
-    ok = earlier_max.isna() | (ordered["batch_id"] >= earlier_max)
+    ordered = frame.sort_values([LINEAGE_ID, WRITE_TIME, BATCH_ID], kind="stable")
+    earlier_max = ordered.groupby(LINEAGE_ID)[BATCH_ID].cummax().groupby(ordered[LINEAGE_ID]).shift(1)
+    ok = earlier_max.isna() | (ordered[BATCH_ID] >= earlier_max)
     return ok.reindex(frame.index).astype(bool)
 
 
 def changelog_frame(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int) -> pd.DataFrame:
     """The changelog columns the changelog suite checks, at one Delta version, plus _batch_order_ok."""
-    cols = [*store_key_columns(store), OP, "batch_id", "lineage_id", "write_time"]
+    cols = [*store_key_columns(store), OP, BATCH_ID, LINEAGE_ID, WRITE_TIME]
     frame = (spark.read.format("delta").option("versionAsOf", version)
              .load(settings.table_path(store.storage, CHANGELOG)).select(*cols).toPandas())
     frame["_batch_order_ok"] = batch_order_ok(frame) if len(frame) else []
@@ -53,7 +53,7 @@ def live_keys(spark: SparkSession, settings: Settings, store: StoreDefinition, v
     from pyspark.sql import functions as F
 
     keys = list(store_key_columns(store))
-    ranked = Window.partitionBy(*keys).orderBy(F.col("epoch").desc(), F.col("batch_id").desc())
+    ranked = Window.partitionBy(*keys).orderBy(F.col(EPOCH).desc(), F.col(BATCH_ID).desc())
     table = spark.read.format("delta").option("versionAsOf", version).load(settings.table_path(store.storage, CHANGELOG))
     return int(table.withColumn("_rank", F.row_number().over(ranked))
                .where((F.col("_rank") == 1) & (F.col(OP) == OP_PUT)).count())
@@ -89,16 +89,17 @@ def events_frame(settings: Settings, store: StoreDefinition, per_partition: int 
     import pandas as pd
     from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
+    from deltastate.infra.topics import partitions_of, watermarks_of
+
     name = topic or store.source.topic
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "enable.auto.commit": False,
                          "group.id": f"deltastate-quality-{uuid.uuid4().hex[:8]}"})
     rows: list[dict[str, Any]] = []
     try:
-        meta = consumer.list_topics(name, timeout=timeout_s).topics.get(name)
         wanted: dict[int, int] = {}
         assignment = []
-        for partition in sorted(meta.partitions if meta and meta.error is None else {}):
-            low, high = consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=timeout_s)
+        for partition in partitions_of(consumer, name, timeout_s):
+            low, high = watermarks_of(consumer, name, partition, timeout_s)
             if high > low:
                 start = max(low, high - per_partition)
                 wanted[partition] = high

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.deltalog import DeltaLog
-from deltastate.changelog.layout import CHANGELOG, INTAKE, OP, ORDER_COLUMNS, store_key_columns
+from deltastate.changelog.layout import CHANGELOG, EPOCH, EVENT_TIME, INTAKE, OP, ORDER_COLUMNS, WRITE_TIME, store_key_columns
 from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times, retention_horizon
 from deltastate.config import Settings
 from deltastate.query.errors import FreshReadError, ParameterError
@@ -106,7 +106,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
             con.register("_base", base)
             selects.append(f"SELECT {', '.join(quote(c) for c in wanted)}, _commit FROM _base")
         latest = latest_per_key_sql(f"({' UNION ALL BY NAME '.join(selects)})", keys,
-                                    has_epoch="epoch" in wanted, tiebreak="_commit")
+                                    has_epoch=EPOCH in wanted, tiebreak="_commit")
         raw = con.sql(latest).to_arrow_table()
     finally:
         con.close()
@@ -150,7 +150,7 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
 def _column(name: str, present: list[str]) -> str:
     if name not in present:
         return f"NULL AS {quote(name)}"
-    if name in ("event_time", "write_time"):
+    if name in (EVENT_TIME, WRITE_TIME):
         return f"CAST({quote(name)} AS TIMESTAMP) AS {quote(name)}"
     return quote(name)
 

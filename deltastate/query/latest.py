@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from deltastate.changelog.deltalog import DeltaLog
-from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.layout import BATCH_ID, EVENT_TIME, INTAKE, SOURCE_OFFSET
 from deltastate.config import Settings
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.validate import parse_event, record_reason
@@ -33,6 +33,7 @@ from deltastate.query.tail import Record
 from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import evaluate, parse
+from deltastate.stores.ops import combine, contribution, op
 
 _SEARCH_BACK = 20  # commits of the intake table searched for the newest audit row
 # (intake path, its newest version) -> the committed offsets that version holds: a read between two
@@ -86,10 +87,10 @@ def _offsets_at(path: str, deltalog: DeltaLog, store: StoreDefinition, newest: i
         if not files:
             continue
         try:
-            rows = pq.read_table(files[-1].path, columns=["batch_id", "offsets", "totals_before"]).to_pylist()
+            rows = pq.read_table(files[-1].path, columns=[BATCH_ID, "offsets", "totals_before"]).to_pylist()
         except (OSError, ValueError) as exc:
             raise FreshReadError(f"store {store.name!r}: reading its newest audit row failed: {exc}") from exc
-        row = max(rows, key=lambda r: r["batch_id"])
+        row = max(rows, key=lambda r: r[BATCH_ID])
         before = json.loads(row["totals_before"] or "{}").get("hi", {})
         out = {int(p): int(hi) for p, hi in before.items()}
         for p, (_, hi) in json.loads(row["offsets"]).items():
@@ -97,22 +98,6 @@ def _offsets_at(path: str, deltalog: DeltaLog, store: StoreDefinition, newest: i
         return out
     raise FreshReadError(f"store {store.name!r}: no audit row in the newest {_SEARCH_BACK} commits of its intake "
                          "table; the stream's committed position is unknown")
-
-
-def _initial(op: str, value: Any) -> Any:
-    return 1 if op == "count" else value
-
-
-def _combine(op: str, held: Any, value: Any) -> Any:
-    if op == "count":
-        return held + 1
-    if value is None:
-        return held
-    if held is None or op == "last":
-        return value
-    if op == "sum":
-        return held + value
-    return min(held, value) if op == "min" else max(held, value)
 
 
 def _typed(value: Any, type_: str) -> Any:
@@ -134,18 +119,18 @@ def fold_latest(store: StoreDefinition, row: dict[str, Any] | None, partition: i
         event = parse_event(value)
         ts = datetime.fromtimestamp(event[store.event_time_field] / 1000, tz=UTC).replace(tzinfo=None)
         if current is None:
-            current = {"key": key.decode("utf-8"), "event_time": ts}  # type: ignore[union-attr]
+            current = {"key": key.decode("utf-8"), EVENT_TIME: ts}  # type: ignore[union-attr]
             for agg in store.aggregations:
                 wanted = store.value_field(agg.target).type
                 source = None if agg.source_field is None else event.get(agg.source_field)
-                current[agg.target] = _typed(_initial(agg.op, source), wanted)
+                current[agg.target] = _typed(contribution(agg.op, source), wanted)
         else:
             for agg in store.aggregations:
                 wanted = store.value_field(agg.target).type
                 source = None if agg.source_field is None else _typed(event.get(agg.source_field), wanted)
-                current[agg.target] = _combine(agg.op, current.get(agg.target), source)
-            held = current.get("event_time")
-            current["event_time"] = ts if held is None else max(held, ts)
+                current[agg.target] = combine(op(agg.op).combine, current.get(agg.target), contribution(agg.op, source))
+            held = current.get(EVENT_TIME)
+            current[EVENT_TIME] = ts if held is None else max(held, ts)
         for derived in store.derived:
             result = evaluate(parse(derived.expression), current)
             wanted = store.value_field(derived.target).type
@@ -170,7 +155,7 @@ def apply_latest(store: StoreDefinition, keys: list[str], committed: dict[str, d
         encoded = key.encode("utf-8")
         p = partition_for(encoded, partitions)
         row = committed.get(key)
-        after = row["source_offset"] if row is not None and row.get("source_offset") is not None \
+        after = row[SOURCE_OFFSET] if row is not None and row.get(SOURCE_OFFSET) is not None \
             else offsets.get(p, -1)
         records, read_to = records_of(p, after)
         # Offsets at or below the committed position are in the committed answer already.

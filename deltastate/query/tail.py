@@ -33,10 +33,12 @@ def _consumer(bootstrap: str):
 
 
 def topic_partition_count(consumer, topic: str, timeout: float = 10.0) -> int:
-    meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
+    from deltastate.infra.topics import partitions_of
+
+    partitions = partitions_of(consumer, topic, timeout)
+    if not partitions:
         raise LookupError(f"topic {topic!r} is not on the broker")
-    return len(meta.partitions)
+    return len(partitions)
 
 
 @dataclass
@@ -136,12 +138,9 @@ class SourceTail:
 
 def topic_ends(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> the offset the next record produced will get (the high watermark)."""
-    from confluent_kafka import TopicPartition
+    from deltastate.infra.topics import end_offsets
 
-    consumer = _consumer(bootstrap)
-    try:
-        partitions = topic_partition_count(consumer, topic, timeout)
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                for p in range(partitions)}
-    finally:
-        consumer.close()
+    ends = end_offsets(bootstrap, topic, timeout)
+    if not ends:
+        raise LookupError(f"topic {topic!r} is not on the broker")
+    return ends

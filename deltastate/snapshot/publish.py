@@ -26,8 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate import metrics
 from deltastate.changelog.layout import (
+    BATCH_ID,
     CHANGELOG,
+    EVENT_TIME,
     INTAKE,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    WRITE_TIME,
     store_key_columns,
 )
 from deltastate.changelog.reader import latest_commit, latest_state, stream_times
@@ -68,11 +73,11 @@ DUCKDB_TYPES = {"long": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}
 _DUCKDB_KEY_TYPES = {"string": "VARCHAR", "bigint": "BIGINT"}
 # Provenance columns kept per key in a snapshot table, after the value columns.
 PROVENANCE: tuple[tuple[str, str], ...] = (
-    ("source_partition", "INTEGER"),
-    ("source_offset", "BIGINT"),
-    ("batch_id", "BIGINT"),
-    ("event_time", "TIMESTAMP"),  # naive UTC
-    ("write_time", "TIMESTAMP"),
+    (SOURCE_PARTITION, "INTEGER"),
+    (SOURCE_OFFSET, "BIGINT"),
+    (BATCH_ID, "BIGINT"),
+    (EVENT_TIME, "TIMESTAMP"),  # naive UTC
+    (WRITE_TIME, "TIMESTAMP"),
 )
 
 
@@ -111,7 +116,7 @@ def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, s
     if not times:
         return state, intake_version, recorded
     pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(retention_horizon(spec, ms)))]
-    horizon = F.element_at(F.create_map(*pairs), F.col("source_partition"))
+    horizon = F.element_at(F.create_map(*pairs), F.col(SOURCE_PARTITION))
     return state.where(horizon.isNull() | (F.col(retained_column(spec)) > horizon)), intake_version, recorded
 
 

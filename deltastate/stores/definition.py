@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltastate.stores.ops import FOLD_OPS, WINDOWED_ONLY_OPS
 from deltastate.stores.state import StateSettings
 
 STORE_TYPES = ("key_value", "window", "session")
-FOLD_OPS = ("count", "sum", "min", "max", "last", "avg")
-# avg is sum/count, kept as two partials; only the window and session engine computes it.
-WINDOWED_ONLY_OPS = ("avg",)
+__all__ = ["FOLD_OPS", "STORE_TYPES", "WINDOWED_ONLY_OPS"]  # ops are declared in ops.py
 VALUE_TYPES = {"long": "bigint", "double": "double", "string": "string"}
 
 

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 from support.local_infra import make_home
 
+from deltastate.changelog.deltalog import newest_version
 from deltastate.config import load_settings
-from deltastate.orchestration.status import latest_delta_version
 from deltastate.stores import list_stores
 
 
@@ -23,7 +23,7 @@ def test_store_page_lists_every_store_and_changelog_versions(tmp_path):
     for version in (0, 1, 7):
         (log / f"{version:020d}.json").write_text("{}\n")
     (log / f"{7:020d}.checkpoint.parquet").write_text("")  # not a commit file
-    assert latest_delta_version(str(log.parent)) == 7
+    assert newest_version(str(log.parent)) == 7
 
     from deltastate.orchestration.webapp import create_app
 

@@ -15,7 +15,7 @@ from support.reference import Record, category, expected_lru
 
 from deltastate.changelog.layout import REASON_EVICTED
 from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
-from deltastate.engine.keyvalue.lru import _partition_update, _slot_ops
+from deltastate.engine.keyvalue.lru import _partition_update, _slot_combines
 from deltastate.engine.keyvalue.plan import AUDIT_PARTITION
 from deltastate.stores.parse import parse_store
 
@@ -94,7 +94,7 @@ def test_partition_update_equals_the_reference(seed: int, tmp_path: Path) -> Non
     partitions = 4
     max_entries = rng.choice([4, 5, 9, 16, 40])
     store = store_with(max_entries, tmp_path)
-    update = _partition_update(store, _slot_ops(store, FoldSpec("f", (*(a.target for a in store.aggregations), EVENT_TIME_SLOT))))
+    update = _partition_update(store, _slot_combines(store, FoldSpec("f", (*(a.target for a in store.aggregations), EVENT_TIME_SLOT))))
     records = random_stream(rng, partitions, players=rng.choice([6, 20, 60]), length=rng.randrange(50, 400))
     ref = expected_lru(records, store.lru_capacity)
 

@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
+from deltastate.changelog.layout import BATCH_ID, LINEAGE_ID, WRITE_TIME
 from deltastate.engine.common.lineage import Lineage
 
 # The counts an audit row holds per partition, in this order: records_in = applied + dead_lettered.
@@ -17,8 +18,8 @@ def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> Data
     """Classified records that failed (reason set) as rows of the dead-letter table for one batch."""
     return (failed.withColumn("partition", F.col("partition").cast("int"))
             .withColumn("value_size", F.col("value_size").cast("int"))
-            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            .withColumn("lineage_id", F.lit(lineage.lineage_id))
-            .withColumn("write_time", F.current_timestamp())
+            .withColumn(BATCH_ID, F.lit(batch_id).cast("bigint"))
+            .withColumn(LINEAGE_ID, F.lit(lineage.lineage_id))
+            .withColumn(WRITE_TIME, F.current_timestamp())
             .select(*[name for name, _ in layout.DEADLETTER_COLUMNS]))
 

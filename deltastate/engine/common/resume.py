@@ -65,15 +65,6 @@ def load_plan(checkpoint: str) -> ResumePlan | None:
     return ResumePlan.from_json(path.read_text()) if path.is_file() else None
 
 
-def topic_partitions(bootstrap: str, topic: str, timeout: float = 30.0) -> int | None:
-    """Partition count of topic from the broker's metadata; None when the topic does not exist."""
-    from confluent_kafka.admin import AdminClient
-
-    meta = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2}).list_topics(timeout=timeout)
-    found = meta.topics.get(topic)
-    return None if found is None or found.error is not None else len(found.partitions)
-
-
 def resume_plan_for(lineage: Lineage, given: ResumePlan | None) -> ResumePlan | None:
     """The checkpoint's saved plan wins (its query was built from it); a plan given for a checkpoint
     whose query has not started yet is saved, so that later runs rebuild the same plan."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.layout import BATCH_ID, INTAKE, LINEAGE_ID
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
 from deltastate.config import Settings
@@ -151,10 +151,10 @@ def scan_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     table = spark.read.format("delta").load(path)
     # A table from before partition_counts gains the column with this engine's first audit append.
     counts = F.col("partition_counts") if "partition_counts" in table.columns else F.lit(None).cast("string")
-    rows = (table.where((F.col("lineage_id") == lineage.lineage_id) & (F.col("batch_id") <= before_batch))
-            .select("batch_id", "offsets", counts.alias("partition_counts")).collect())
+    rows = (table.where((F.col(LINEAGE_ID) == lineage.lineage_id) & (F.col(BATCH_ID) <= before_batch))
+            .select(BATCH_ID, "offsets", counts.alias("partition_counts")).collect())
     for row in rows:
-        if row["batch_id"] == before_batch:
+        if row[BATCH_ID] == before_batch:
             ledger.audited = True
             continue
         if row["partition_counts"] is None:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.stores.definition import StoreDefinition
+from deltastate.changelog.layout import EVENT_TIME
+from deltastate.stores.definition import Aggregation, StoreDefinition
+from deltastate.stores.ops import MAX, op, spark_contribution
 
 EVENT_TIME_SLOT = "__event_time"
 
@@ -28,17 +30,18 @@ def _fold_name(store: StoreDefinition) -> str:
 
 
 def register_fold(spark: SparkSession, store: StoreDefinition) -> FoldSpec:
-    """Registers the store's fold under a SQL name; returns how to read its result."""
-    ops, types, slots = [], [], []
+    """Registers the store's fold under a SQL name; returns how to read its result. The fold is given
+    each slot's combine from the op table (stores/ops.py), not the op's name."""
+    combines, types, slots = [], [], []
     for agg in store.aggregations:
-        ops.append(agg.op)
+        combines.append(op(agg.op).combine)
         types.append(store.value_field(agg.target).type)
         slots.append(agg.target)
-    ops.append("max")
+    combines.append(MAX)
     types.append("long")
     slots.append(EVENT_TIME_SLOT)
     name = _fold_name(store)
-    spark._jvm.io.deltastate.Udafs.registerFold(spark._jsparkSession, name, ",".join(ops), ",".join(types))
+    spark._jvm.io.deltastate.Udafs.registerFold(spark._jsparkSession, name, ",".join(combines), ",".join(types))
     return FoldSpec(function=name, slots=tuple(slots))
 
 
@@ -62,10 +65,8 @@ def event_args(store: StoreDefinition) -> list[Column]:
     evaluate the whole classification again inside it)."""
     args = [F.expr("CASE WHEN reason IS NULL THEN offset END").alias(POS), F.col("is_tombstone").alias(RESET)]
     for i, agg in enumerate(store.aggregations):
-        wanted = store.value_field(agg.target).spark_type
-        # count sums weights: 1 per applied event (a non-null value is what marks it applied).
-        expr = "cast(1 as bigint)" if agg.op == "count" else f"cast(`{agg.source_field}` as {wanted})"
-        args.append(F.expr(expr).alias(_slot_column(i)))
+        # count sums weights: 1 per applied event, and a restored key's count (seed_args).
+        args.append(_contribution(store, agg).alias(_slot_column(i)))
     args.append(F.expr(f"cast(`{store.event_time_field}` as bigint)").alias(_slot_column(len(store.aggregations))))
     return args
 
@@ -78,7 +79,7 @@ def seed_args(store: StoreDefinition) -> list[Column]:
     for i, agg in enumerate(store.aggregations):
         wanted = store.value_field(agg.target).spark_type
         args.append(F.col(agg.target).cast(wanted).alias(_slot_column(i)))
-    args.append(F.unix_millis(F.col("event_time")).cast("bigint").alias(_slot_column(len(store.aggregations))))
+    args.append(F.unix_millis(F.col(EVENT_TIME)).cast("bigint").alias(_slot_column(len(store.aggregations))))
     return args
 
 
@@ -89,9 +90,10 @@ def fold_over_args(spec: FoldSpec) -> Column:
 
 def fold_call(store: StoreDefinition, spec: FoldSpec) -> Column:
     """fold(pos, reset, v0, v1, ...) directly over classified records (no projection first)."""
-    args = ["CASE WHEN reason IS NULL THEN offset END", "is_tombstone"]
-    for agg in store.aggregations:
-        wanted = store.value_field(agg.target).spark_type
-        args.append("cast(1 as bigint)" if agg.op == "count" else f"cast(`{agg.source_field}` as {wanted})")
-    args.append(f"cast(`{store.event_time_field}` as bigint)")
-    return F.expr(f"{spec.function}({', '.join(args)})")
+    return F.call_function(spec.function, F.expr("CASE WHEN reason IS NULL THEN offset END"), F.col("is_tombstone"),
+                           *(_contribution(store, agg) for agg in store.aggregations),
+                           F.col(f"`{store.event_time_field}`").cast("bigint"))
+
+
+def _contribution(store: StoreDefinition, agg: Aggregation) -> Column:
+    return spark_contribution(agg.op, agg.source_field, store.value_field(agg.target).spark_type)

@@ -26,31 +26,22 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from deltastate.changelog.layout import DELETE_REASON, REASON_EVICTED
+from deltastate.changelog.layout import DELETE_REASON, EVENT_TIME, REASON_EVICTED, SOURCE_OFFSET, SOURCE_PARTITION
 from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.stores.definition import StoreDefinition
+from deltastate.stores.ops import MAX, combine, op, spark_contribution
 
 _STATE_SCHEMA = "entries string, totals string"
 _TOTALS = ("records_in", "applied", "dead_lettered", "tombstones")
 
 
-def _slot_ops(store: StoreDefinition, fold: FoldSpec) -> list[tuple[str, str]]:
-    """(op, value type) per fold slot: the store's aggregations, then the event time (max)."""
-    ops = [(a.op, store.value_field(a.target).type) for a in store.aggregations]
-    assert fold.slots[-1] == EVENT_TIME_SLOT and len(fold.slots) == len(ops) + 1
-    return [*ops, ("max", "long")]
-
-
-def _combine(op: str, held: Any, value: Any) -> Any:
-    """One slot after one more value (None: the record has none); the fold's rules per op."""
-    if value is None:
-        return held
-    if held is None or op == "last":
-        return value
-    if op in ("count", "sum"):
-        return held + value
-    return min(held, value) if op == "min" else max(held, value)
+def _slot_combines(store: StoreDefinition, fold: FoldSpec) -> list[tuple[str, str]]:
+    """(combine, value type) per fold slot (stores/ops.py): the store's aggregations, then the event
+    time (max)."""
+    slots = [(op(a.op).combine, store.value_field(a.target).type) for a in store.aggregations]
+    assert fold.slots[-1] == EVENT_TIME_SLOT and len(fold.slots) == len(slots) + 1
+    return [*slots, (MAX, "long")]
 
 
 def _input_rows(classified: DataFrame, store: StoreDefinition, seed: DataFrame | None) -> DataFrame:
@@ -59,9 +50,8 @@ def _input_rows(classified: DataFrame, store: StoreDefinition, seed: DataFrame |
     valid = F.col("reason").isNull()
     slots: list = []
     for agg in store.aggregations:
-        wanted = store.value_field(agg.target).spark_type
-        value = F.lit(1).cast("bigint") if agg.op == "count" else F.col(agg.source_field).cast(wanted)
-        slots += [value, F.lit(False)] if agg.op == "count" else [value, value.isNull()]
+        value = spark_contribution(agg.op, agg.source_field, store.value_field(agg.target).spark_type)
+        slots += [value, value.isNull()]
     event_ms = F.col(store.event_time_field).cast("bigint")
     slots += [event_ms, event_ms.isNull()]
     names = [f"{prefix}{i}" for i in range(len(slots) // 2) for prefix in ("v", "z")]
@@ -78,10 +68,10 @@ def _input_rows(classified: DataFrame, store: StoreDefinition, seed: DataFrame |
     for agg in store.aggregations:
         value = F.col(agg.target).cast(store.value_field(agg.target).spark_type)
         seeded += [value, value.isNull()]
-    seed_ms = F.unix_millis("event_time").cast("bigint")
+    seed_ms = F.unix_millis(EVENT_TIME).cast("bigint")
     seeded += [seed_ms, seed_ms.isNull()]
     return rows.unionByName(seed.select(
-        F.col("source_partition").cast("int").alias("partition"), F.col("source_offset").alias("offset"),
+        F.col(SOURCE_PARTITION).cast("int").alias("partition"), F.col(SOURCE_OFFSET).alias("offset"),
         F.lit(None).cast("bigint").alias("kafka_us"), F.lit(True).alias("seed"), F.col("key").alias("store_key"),
         F.lit(True).alias("valid"), F.lit(False).alias("is_tombstone"),
         *[_fill(c, store, i // 2).alias(n) if n.startswith("v") else c.alias(n)
@@ -105,13 +95,13 @@ def lru_stream(classified: DataFrame, store: StoreDefinition, fold: FoldSpec,
                seed: DataFrame | None = None) -> DataFrame:
     """plan.store_stream's output for an LRU store: per changed key its fold result (n = 0 for a
     delete) and the delete's reason; per partition of the batch its audit running totals."""
-    ops = _slot_ops(store, fold)
+    ops = _slot_combines(store, fold)
     updates = _input_rows(classified, store, seed).groupBy("partition").applyInPandasWithState(
         _partition_update(store, ops), _output_schema(store), _STATE_SCHEMA, "update", GroupStateTimeout.NoTimeout)
     return updates.select(
         "store_key", AUDIT_PARTITION,
         F.struct("reset_pos", "last_pos", "n", *[f"r{i}" for i in range(len(ops))]).alias("fold"),
-        "source_partition", F.timestamp_micros("kafka_us").alias("kafka_timestamp"), *AUDIT_COLUMNS, DELETE_REASON)
+        SOURCE_PARTITION, F.timestamp_micros("kafka_us").alias("kafka_timestamp"), *AUDIT_COLUMNS, DELETE_REASON)
 
 
 def _partition_update(store: StoreDefinition, ops: list[tuple[str, str]]):
@@ -163,8 +153,8 @@ def _partition_update(store: StoreDefinition, ops: list[tuple[str, str]]):
                 evict_to(capacity - 1, pos, kafka_us)
                 entry = [pos, 0] + [None] * slot_count
             entry[0], entry[1] = pos, entry[1] + 1
-            for i, (op, _) in enumerate(ops):
-                entry[2 + i] = _combine(op, entry[2 + i], values[i])
+            for i, (kind, _) in enumerate(ops):
+                entry[2 + i] = combine(kind, entry[2 + i], values[i])
             entries[k] = entry  # to the newest end
             if not row.seed:
                 changed[k] = (entry, pos, kafka_us, None)
@@ -188,7 +178,7 @@ def _output(partition: int, changed: dict, totals: dict[str, Any], value_types: 
     for k, (entry, pos, kafka_us, reason) in changed.items():
         alive = entry is not None
         row = {"store_key": k, AUDIT_PARTITION: None, "reset_pos": -1, "last_pos": entry[0] if alive else pos,
-               "n": entry[1] if alive else 0, "source_partition": partition, "kafka_us": kafka_us,
+               "n": entry[1] if alive else 0, SOURCE_PARTITION: partition, "kafka_us": kafka_us,
                DELETE_REASON: reason}
         row |= {f"r{i}": entry[2 + i] if alive else None for i in range(len(value_types))}
         rows.append(row)
@@ -198,9 +188,9 @@ def _output(partition: int, changed: dict, totals: dict[str, Any], value_types: 
                      **{name: totals[name] for name in _TOTALS}})
     slots = [f"r{i}" for i in range(len(value_types))]
     frame = pd.DataFrame(rows, columns=["store_key", AUDIT_PARTITION, "reset_pos", "last_pos", "n", *slots,
-                                        "source_partition", "kafka_us", *AUDIT_COLUMNS, DELETE_REASON])
+                                        SOURCE_PARTITION, "kafka_us", *AUDIT_COLUMNS, DELETE_REASON])
     # Integer columns as nullable Int64: a float column would round values past 2**53.
-    integers = [AUDIT_PARTITION, "reset_pos", "last_pos", "n", "source_partition", "kafka_us", *AUDIT_COLUMNS,
+    integers = [AUDIT_PARTITION, "reset_pos", "last_pos", "n", SOURCE_PARTITION, "kafka_us", *AUDIT_COLUMNS,
                 *(s for s, t in zip(slots, value_types, strict=True) if t == "long")]
     return frame.astype({c: "Int64" for c in integers} | {s: "float64" for s, t in zip(slots, value_types, strict=True)
                                                           if t == "double"})

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from deltastate.changelog.layout import SOURCE_PARTITION
 from deltastate.config import Settings
 from deltastate.engine.keyvalue.fold import POS, FoldSpec, arg_columns, event_args, fold_over_args, seed_args
 from deltastate.ingest.decode import classify
@@ -74,24 +75,24 @@ def store_stream(classified: DataFrame, store: StoreDefinition, fold: FoldSpec,
         F.when(~audit, F.col("store_key")).alias("store_key"),
         F.when(audit, F.col("partition")).alias(AUDIT_PARTITION),
         F.when(~audit, F.col(POS)).alias(POS), *[c for c in arg_columns(fold) if c != POS],
-        F.when(~audit & F.col("__valid"), F.col("partition")).alias("source_partition"),
+        F.when(~audit & F.col("__valid"), F.col("partition")).alias(SOURCE_PARTITION),
         F.when(~audit & F.col("__valid"), F.col("kafka_timestamp")).alias("kafka_timestamp"),
         "offset", "__valid", "is_tombstone", "__event_ms", "__audit",
     )
     if seed is not None:
         rows = rows.unionByName(seed.select(
             F.col("key").alias("store_key"), F.lit(None).cast("int").alias(AUDIT_PARTITION), *seed_args(store),
-            F.col("source_partition").cast("int").alias("source_partition"),
+            F.col(SOURCE_PARTITION).cast("int").alias(SOURCE_PARTITION),
             F.lit(None).cast("timestamp").alias("kafka_timestamp"), F.lit(None).cast("bigint").alias("offset"),
             F.lit(True).alias("__valid"), F.lit(False).alias("is_tombstone"),
             F.lit(None).cast("bigint").alias("__event_ms"), F.lit(False).alias("__audit")))
     folded = (rows.groupBy("store_key", AUDIT_PARTITION)
               .agg(fold_over_args(fold).alias("fold"),
-                   F.max("source_partition").alias("source_partition"),
+                   F.max(SOURCE_PARTITION).alias(SOURCE_PARTITION),
                    F.max("kafka_timestamp").alias("kafka_timestamp"),
                    *_audit_aggregates()))
     # A key whose only input so far is its seed row (last position before every offset) has not
     # changed: a null fold makes the writer skip it, as it skips the dead letters' group.
     return folded.select("store_key", AUDIT_PARTITION,
                          F.when(F.col("fold.last_pos") >= 0, F.col("fold")).alias("fold"),
-                         "source_partition", "kafka_timestamp", *AUDIT_COLUMNS)
+                         SOURCE_PARTITION, "kafka_timestamp", *AUDIT_COLUMNS)

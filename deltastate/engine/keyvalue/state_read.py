@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType, TimestampType
 
+from deltastate.changelog.layout import BATCH_ID, EPOCH, EVENT_TIME, SOURCE_OFFSET, SOURCE_PARTITION, WRITE_TIME
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import LINEAGE_FILE, load_or_create
 from deltastate.engine.common.source import QUERY
@@ -101,10 +102,10 @@ def read_state(spark: SparkSession, settings: Settings, store: StoreDefinition) 
               for i, a in enumerate(store.aggregations)]
     rows = live.select(
         "key", *values,
-        F.col("v.source_partition").alias("source_partition"), F.col("v.last_pos").alias("source_offset"),
-        F.lit(lineage.epoch).cast("int").alias("epoch"), F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.timestamp_micros(F.try_multiply(F.col(f"v.s{slots - 1}"), F.lit(1000))).alias("event_time"),
-        F.lit(committed_at).cast("timestamp").alias("write_time"))
+        F.col("v.source_partition").alias(SOURCE_PARTITION), F.col("v.last_pos").alias(SOURCE_OFFSET),
+        F.lit(lineage.epoch).cast("int").alias(EPOCH), F.lit(batch_id).cast("bigint").alias(BATCH_ID),
+        F.timestamp_micros(F.try_multiply(F.col(f"v.s{slots - 1}"), F.lit(1000))).alias(EVENT_TIME),
+        F.lit(committed_at).cast("timestamp").alias(WRITE_TIME))
     return StateRead(rows, batch_id, committed_at)
 
 
@@ -121,5 +122,5 @@ def _positional(store: StoreDefinition, value: StructType, slots: int) -> Struct
         raise CheckpointMismatchError(
             f"store {store.name!r}: the state store's value layout {names} is not the key-value plan's "
             f"(fold buffer {expected}, then source partition and Kafka timestamp)")
-    renamed = [*expected, "source_partition", "kafka_timestamp", *(f"_a{i}" for i in range(len(fields) - after - 2))]
+    renamed = [*expected, SOURCE_PARTITION, "kafka_timestamp", *(f"_a{i}" for i in range(len(fields) - after - 2))]
     return StructType([StructField(n, f.dataType, True) for n, f in zip(renamed, fields, strict=True)])

@@ -15,6 +15,11 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, append_audit, audit_record, audit_rows
+from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.layout import (
+    SOURCE_PARTITION,
+    WRITE_TIME,
+)
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
@@ -48,19 +53,15 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
     return batch.where(F.col("fold.last_pos").isNotNull()).select(
         F.col("store_key").alias(layout.KEY),
         *values,
-        F.when(alive, F.lit(layout.OP_PUT)).otherwise(F.lit(layout.OP_DELETE)).alias(layout.OP),
-        F.lit(store.value_version).cast("int").alias("value_version"),
-        F.col("source_partition").cast("int").alias("source_partition"),
-        F.col("fold.last_pos").alias("source_offset"),
-        F.lit(lineage.epoch).cast("int").alias("epoch"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.lit(lineage.lineage_id).alias("lineage_id"),
-        # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
-        # of an overflow that would fail, and on every replay fail again, the micro-batch.
-        F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
-         .otherwise(F.col("kafka_timestamp")).alias("event_time"),
-        F.current_timestamp().alias("write_time"),
-        F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
+        *bookkeeping_columns(
+            op=F.when(alive, F.lit(layout.OP_PUT)).otherwise(F.lit(layout.OP_DELETE)),
+            value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
+            source_offset=F.col("fold.last_pos"), epoch=lineage.epoch, batch_id=batch_id,
+            lineage_id=lineage.lineage_id,
+            # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
+            # of an overflow that would fail, and on every replay fail again, the micro-batch.
+            event_time=F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
+                        .otherwise(F.col("kafka_timestamp"))),
         *[F.col(c) for c in backend_of(store).delete_reason_columns],
     )
 
@@ -108,7 +109,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                     committer.commit(records, batch_id, record)
                 else:
                     append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
-                committed_row = {**record.row, "write_time": datetime.now()}
+                committed_row = {**record.row, WRITE_TIME: datetime.now()}
         finally:
             b.unpersist()
         committed = time.perf_counter()

@@ -16,6 +16,12 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, audit_record
+from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.layout import (
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    WRITE_TIME,
+)
 from deltastate.changelog.rules import retention_horizon
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
@@ -81,25 +87,20 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
     values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
     put_rows = puts.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
                            F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
-                           F.lit(layout.OP_PUT).alias(layout.OP), "source_partition", "source_offset", "event_ms")
+                           F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms")
     delete_rows = None if deletes is None else deletes.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                                  *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
                                  F.lit(None).cast("bigint").alias(layout.EVENTS),
-                                 F.lit(layout.OP_DELETE).alias(layout.OP), "source_partition", "source_offset",
+                                 F.lit(layout.OP_DELETE).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET,
                                  F.lit(None).cast("bigint").alias("event_ms"))
     rows = put_rows if delete_rows is None else put_rows.unionByName(delete_rows)
     return rows.select(
         layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
-        F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS, layout.OP,
-        F.lit(store.value_version).cast("int").alias("value_version"),
-        F.col("source_partition").cast("int").alias("source_partition"),
-        F.col("source_offset").cast("bigint").alias("source_offset"),
-        F.lit(lineage.epoch).cast("int").alias("epoch"),
-        F.lit(batch_id).cast("bigint").alias("batch_id"),
-        F.lit(lineage.lineage_id).alias("lineage_id"),
-        F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))).alias("event_time"),
-        F.current_timestamp().alias("write_time"),
-        F.lit(layout.segment_of(lineage.epoch, batch_id)).cast("bigint").alias(layout.SEGMENT),
+        F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS,
+        *bookkeeping_columns(op=F.col(layout.OP), value_version=store.value_version,
+                             source_partition=F.col(SOURCE_PARTITION), source_offset=F.col(SOURCE_OFFSET),
+                             epoch=lineage.epoch, batch_id=batch_id, lineage_id=lineage.lineage_id,
+                             event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000)))),
     )
 
 
@@ -119,8 +120,8 @@ def _window_batch(spark: SparkSession, settings: Settings, store: StoreDefinitio
     assert removed is not None
     removed = (removed.join(deleted_keys, layout.KEY)
                .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                       F.col("delete_partition").alias("source_partition"),
-                       F.col("delete_offset").alias("source_offset")))
+                       F.col("delete_partition").alias(SOURCE_PARTITION),
+                       F.col("delete_offset").alias(SOURCE_OFFSET)))
     return WindowedChanges(puts, removed)
 
 
@@ -152,8 +153,8 @@ def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefiniti
                        session_merge.output_ddl(store))).localCheckpoint(eager=True)
     puts = out.where(F.col("kind") == "put")
     removed = out.where(F.col("kind") == "delete")
-    late = out.where(F.col("kind") == "late").select(F.col("source_partition").alias("partition"),
-                                                     F.col("source_offset").alias("offset"))
+    late = out.where(F.col("kind") == "late").select(F.col(SOURCE_PARTITION).alias("partition"),
+                                                     F.col(SOURCE_OFFSET).alias("offset"))
     return WindowedChanges(puts, removed, late, (out,))
 
 
@@ -246,7 +247,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                                                              for op in (layout.OP_PUT, layout.OP_DELETE)})
             by_op = {op: n for op, n in by_op.items() if n}
             logged = time.perf_counter()
-            committed_row = {**audit.row, "write_time": datetime.now()}
+            committed_row = {**audit.row, WRITE_TIME: datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
             for df in cached:

@@ -20,9 +20,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION
 from deltastate.changelog.rules import is_retained
 from deltastate.engine.windowed.lateness import session_late
 from deltastate.stores.definition import Aggregation, SessionSpec, StoreDefinition
+from deltastate.stores.ops import MEAN, combine, contribution, op
 
 STATE, RECORD = 0, 1  # row kinds of the merge input; state rows sort first within a key
 
@@ -47,50 +49,33 @@ class KeyResult:
     late_offsets: list[int] = field(default_factory=list)
 
 
-# One event folded into a session's value: (current value or None, event value) -> new value.
-_STEPS: dict[str, Callable[[Any, Any], Any]] = {
-    "count": lambda cur, v: 1 if cur is None else cur + 1,
-    "sum": lambda cur, v: v if cur is None else cur + v,
-    "min": lambda cur, v: v if cur is None or v < cur else cur,
-    "max": lambda cur, v: v if cur is None or v > cur else cur,
-    "last": lambda cur, v: v,
-}
-
-
 def _event_folder(aggs: tuple[Aggregation, ...]) -> Callable[[Session, dict[str, Any]], None]:
-    """fold(session, record): the record's event folded into the session's values (avg: its sum),
-    with each aggregation's step looked up once rather than per event."""
-    unknown = [a.op for a in aggs if a.op != "avg" and a.op not in _STEPS]
-    if unknown:
-        raise ValueError(f"unsupported op(s) {unknown}")
-    steps = [(a.target, a.source_field, _STEPS[a.op]) for a in aggs if a.op != "avg"]
-    averaged = [(a.target, a.source_field) for a in aggs if a.op == "avg"]
+    """fold(session, record): the record's event folded into the session's values by the op table
+    (stores/ops.py; avg keeps its sum), each aggregation's combine looked up once rather than per event."""
+    steps = [(a.target, a.source_field, a.op, op(a.op).combine) for a in aggs if op(a.op).combine != MEAN]
+    averaged = [(a.target, a.source_field) for a in aggs if op(a.op).combine == MEAN]
 
     def fold(session: Session, record: dict[str, Any]) -> None:
         values = session.values
-        for target, source, step in steps:
-            values[target] = step(values.get(target), None if source is None else record[source])
+        for target, source, name, kind in steps:
+            values[target] = combine(kind, values.get(target),
+                                     contribution(name, None if source is None else record[source]))
         for target, source in averaged:
-            session.sums[target] = session.sums.get(target, 0.0) + record[source]
+            session.sums[target] = combine(MEAN, session.sums.get(target), record[source]) or 0.0
 
     return fold
 
 
 def _merge_into(aggs: tuple[Aggregation, ...], into: Session, other: Session) -> None:
+    # `other` is the later part when it holds the higher offset: the order `latest` needs.
+    later = other.offset > into.offset
     for a in aggs:
+        kind = op(a.op).combine
+        if kind == MEAN:
+            into.sums[a.target] = combine(MEAN, into.sums.get(a.target), other.sums.get(a.target)) or 0.0
+            continue
         x, y = into.values.get(a.target), other.values.get(a.target)
-        if a.op in ("count", "sum"):
-            into.values[a.target] = (x or 0) + (y or 0)
-        elif a.op == "min":
-            into.values[a.target] = y if x is None else x if y is None else min(x, y)
-        elif a.op == "max":
-            into.values[a.target] = y if x is None else x if y is None else max(x, y)
-        elif a.op == "last":
-            # The most recently applied event wins: the part holding the highest offset.
-            if y is not None and (x is None or other.offset > into.offset):
-                into.values[a.target] = y
-        elif a.op == "avg":
-            into.sums[a.target] = into.sums.get(a.target, 0.0) + other.sums.get(a.target, 0.0)
+        into.values[a.target] = combine(kind, x, y) if later else combine(kind, y, x)
     into.start, into.end = min(into.start, other.start), max(into.end, other.end)
     into.events += other.events
     into.partition, into.offset = max(into.partition, other.partition), max(into.offset, other.offset)
@@ -172,7 +157,7 @@ def session_from_state(aggs: tuple[Aggregation, ...], row: dict[str, Any]) -> Se
     values = {a.target: row[a.target] for a in aggs}
     sums = {a.target: (row[a.target] or 0.0) * row["events"] for a in aggs if a.op == "avg"}
     return Session(row["window_start"], row["window_end"], row["events"], values, sums,
-                   row["source_partition"], row["source_offset"], row["window_end"])
+                   row[SOURCE_PARTITION], row[SOURCE_OFFSET], row["window_end"])
 
 
 def output_schema(store: StoreDefinition) -> pa.Schema:
@@ -181,7 +166,7 @@ def output_schema(store: StoreDefinition) -> pa.Schema:
                       ("window_end", pa.int64()),
                       # Aggregated fields only: derived ones are computed from these as the changelog is written.
                       *[(a.target, arrow[store.value_field(a.target).type]) for a in store.aggregations],
-                      ("events", pa.int64()), ("source_partition", pa.int32()), ("source_offset", pa.int64()),
+                      ("events", pa.int64()), (SOURCE_PARTITION, pa.int32()), (SOURCE_OFFSET, pa.int64()),
                       ("event_ms", pa.int64())])
 
 
@@ -202,7 +187,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
     def emit(kind: str, key: str, start: int, end: int, values: dict[str, Any] | None, events: int | None,
              partition: int, offset: int, event_ms: int | None) -> None:
         for n, v in (("kind", kind), ("key", key), ("window_start", start), ("window_end", end),
-                     ("events", events), ("source_partition", partition), ("source_offset", offset),
+                     ("events", events), (SOURCE_PARTITION, partition), (SOURCE_OFFSET, offset),
                      ("event_ms", event_ms)):
             out[n].append(v)
         for n in names:
@@ -222,7 +207,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
     record_fields = ["partition", "offset", "ts", "stream_time", "store_time", "is_delete",
                      *sorted({a.source_field for a in aggs if a.source_field} - {"ts"})]
     state_fields = ["window_start", "window_end", *[a.target for a in aggs], "events",
-                    "source_partition", "source_offset"]
+                    SOURCE_PARTITION, SOURCE_OFFSET]
     current: str | None = None
     state: list[Session] = []
     records: list[dict[str, Any]] = []

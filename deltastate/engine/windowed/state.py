@@ -12,8 +12,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import (
+    BATCH_ID,
     CHANGELOG,
+    EPOCH,
     EVENTS,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
     store_key_columns,
 )
 from deltastate.changelog.rules import latest_per_key, retained_column
@@ -28,7 +32,7 @@ def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition
     horizon_ms (rules.retained_column greater than it). Rows an earlier attempt of this very batch
     (or a later one) wrote are ignored, so a replayed batch computes exactly what its first attempt did."""
     changelog = spark.read.format("delta").load(settings.table_path(store.storage, CHANGELOG))
-    earlier = ~((F.col("epoch") == F.lit(lineage.epoch)) & (F.col("batch_id") >= F.lit(batch_id)))
+    earlier = ~((F.col(EPOCH) == F.lit(lineage.epoch)) & (F.col(BATCH_ID) >= F.lit(batch_id)))
     rows = changelog.where(earlier)
     if horizon_ms is not None:
         spec = store.window or store.session
@@ -36,4 +40,4 @@ def live_entries(spark: SparkSession, settings: Settings, store: StoreDefinition
         rows = rows.where(F.col(retained_column(spec)) > F.lit(horizon_ms))
     rows = rows.join(F.broadcast(keys.select(F.col("key_str").alias("key")).distinct()), "key", "left_semi")
     return latest_per_key(rows, store_key_columns(store),
-                          [*store.value_columns, EVENTS, "source_partition", "source_offset"])
+                          [*store.value_columns, EVENTS, SOURCE_PARTITION, SOURCE_OFFSET])

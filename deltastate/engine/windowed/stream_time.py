@@ -15,7 +15,7 @@ import json
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.layout import BATCH_ID, INTAKE, LINEAGE_ID
 from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
@@ -64,7 +64,7 @@ def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)
-            .where(~((F.col("lineage_id") == lineage.lineage_id) & (F.col("batch_id") >= before_batch)))
+            .where(~((F.col(LINEAGE_ID) == lineage.lineage_id) & (F.col(BATCH_ID) >= before_batch)))
             .where(F.col(STREAM_TIMES).isNotNull())
             .select(STREAM_TIMES).collect())
     return merge_stream_times({}, (row[STREAM_TIMES] for row in rows))

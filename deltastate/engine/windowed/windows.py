@@ -12,44 +12,26 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import EVENTS, KEY, WINDOW_END, WINDOW_START
+from deltastate.changelog.layout import EVENTS, KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
 from deltastate.engine.windowed.records import W_FIRST, W_LAST
 from deltastate.stores.definition import Aggregation, StoreDefinition
+from deltastate.stores.ops import MEAN, op, spark_merge, spark_partial
 
 
 def _partial(a: Aggregation) -> list[Column]:
-    """Batch partial(s) of one aggregation over a (key, window) group of events."""
-    col = None if a.source_field is None else F.col(a.source_field)
-    if a.op == "count":
-        return [F.count(F.lit(1)).alias(f"p_{a.target}")]
-    if a.op in ("sum", "avg"):
-        return [F.sum(col).alias(f"p_{a.target}")]
-    if a.op == "min":
-        return [F.min(col).alias(f"p_{a.target}")]
-    if a.op == "max":
-        return [F.max(col).alias(f"p_{a.target}")]
-    if a.op == "last":
-        return [F.max_by(col, F.col("offset")).alias(f"p_{a.target}")]
-    raise ValueError(f"unsupported op {a.op!r}")
+    """Batch partial of one aggregation over a (key, window) group of events (stores/ops.py)."""
+    return [spark_partial(a.op, a.source_field, F.col("offset")).alias(f"p_{a.target}")]
 
 
 def merged_value(a: Aggregation, old: str, new: str, old_events: Column, new_events: Column) -> Column:
     """Value of one aggregation after adding a batch partial (new) to the state's value (old, may be
     null when the window is new). Keys are partition-local, so a batch's events all come after the
-    state's: `last` takes the batch's."""
+    state's. avg keeps the mean itself, so its partial sum is weighed with the events on each side."""
     o, n = F.col(old), F.col(new)
-    if a.op in ("count", "sum"):
-        return F.coalesce(o, F.lit(0)) + n
-    if a.op == "min":
-        return F.least(o, n)
-    if a.op == "max":
-        return F.greatest(o, n)
-    if a.op == "last":
-        return n
-    if a.op == "avg":
+    if op(a.op).combine == MEAN:
         total = F.coalesce(o * old_events, F.lit(0.0)) + n
         return total / (F.coalesce(old_events, F.lit(0)) + new_events)
-    raise ValueError(f"unsupported op {a.op!r}")
+    return spark_merge(a.op, o, n)
 
 
 def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame | None) -> DataFrame:
@@ -74,8 +56,8 @@ def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: Dat
     partials = contributions.groupBy(F.col("key_str").alias(KEY), WINDOW_START, WINDOW_END).agg(
         *[p for a in store.aggregations for p in _partial(a)],
         F.count(F.lit(1)).alias("p_events"),
-        F.max("partition").alias("source_partition"),
-        F.max("offset").alias("source_offset"),
+        F.max("partition").alias(SOURCE_PARTITION),
+        F.max("offset").alias(SOURCE_OFFSET),
         F.max(store.event_time_field).alias("event_ms"),
     )
     alive = state if deleted_keys is None else state.join(deleted_keys, KEY, "left_anti")
@@ -86,7 +68,7 @@ def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: Dat
               .cast(store.value_field(a.target).spark_type).alias(a.target) for a in store.aggregations]
     puts = joined.select(KEY, WINDOW_START, WINDOW_END, *values,
                          (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
-                         "source_partition", "source_offset", "event_ms")
+                         SOURCE_PARTITION, SOURCE_OFFSET, "event_ms")
     if deleted_keys is None:
         return puts, None
     removed = (state.join(deleted_keys, KEY, "left_semi")

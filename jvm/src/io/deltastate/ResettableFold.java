@@ -18,33 +18,35 @@ import org.apache.spark.sql.types.StructType;
  *
  * Input columns: pos (long, the record's source offset; one key lives in one partition, so offsets
  * order a key's records; null for a record the fold must ignore, such as a dead letter), reset
- * (boolean, true for a tombstone), then one value column per op.
+ * (boolean, true for a tombstone), then one value column per slot.
  * A partial covers a contiguous range of positions [firstPos, lastPos]. Merging two partials keeps
  * the later one alone when it holds a tombstone, and combines both otherwise, so the result does not
  * depend on which partial Spark hands over first.
  *
- * Ops are "count" (a sum of per-record weights, 1 per event), "sum", "min", "max" (long or double)
- * and "last" (value at the highest position). A restored state enters as one record at a position
- * before every offset (-1) whose count column carries the state's count.
+ * Each slot is given how two partial values combine, earlier then later: "add", "min", "max" or
+ * "latest" (the later value when it has one). Which combine an aggregation op uses, and what an event
+ * contributes (count's 1), is declared once in deltastate/stores/ops.py; this class knows no op names.
+ * A null value is absent: it leaves the other side as it is. A restored state enters as one record
+ * at a position before every offset (-1) whose count slot carries the state's count.
  * The result struct: reset_pos (-1 when the key never saw a tombstone), last_pos, n (records since
- * the last tombstone), then one field per op, null when n = 0.
+ * the last tombstone), then one field per slot, null when n = 0.
  */
 public final class ResettableFold extends UserDefinedAggregateFunction {
     private static final long serialVersionUID = 1L;
 
-    private final String[] ops;
+    private final String[] combines;
     private final DataType[] types;
 
-    public ResettableFold(String[] ops, String[] typeNames) {
-        if (ops.length != typeNames.length) {
-            throw new IllegalArgumentException("ops and types differ in length");
+    public ResettableFold(String[] combines, String[] typeNames) {
+        if (combines.length != typeNames.length) {
+            throw new IllegalArgumentException("combines and types differ in length");
         }
-        this.ops = ops.clone();
+        this.combines = combines.clone();
         this.types = new DataType[typeNames.length];
-        for (int i = 0; i < ops.length; i++) {
-            switch (ops[i]) {
-                case "count": case "sum": case "min": case "max": case "last": break;
-                default: throw new IllegalArgumentException("unknown fold op " + ops[i]);
+        for (int i = 0; i < combines.length; i++) {
+            switch (combines[i]) {
+                case "add": case "min": case "max": case "latest": break;
+                default: throw new IllegalArgumentException("unknown fold combine " + combines[i]);
             }
             switch (typeNames[i]) {
                 case "long": types[i] = DataTypes.LongType; break;
@@ -62,7 +64,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         List<StructField> fields = new ArrayList<>();
         fields.add(DataTypes.createStructField("pos", DataTypes.LongType, true));
         fields.add(DataTypes.createStructField("reset", DataTypes.BooleanType, false));
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             fields.add(DataTypes.createStructField("v" + i, types[i], true));
         }
         return DataTypes.createStructType(fields);
@@ -75,7 +77,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         fields.add(DataTypes.createStructField("last_pos", DataTypes.LongType, true));
         fields.add(DataTypes.createStructField("reset_pos", DataTypes.LongType, false));
         fields.add(DataTypes.createStructField("n", DataTypes.LongType, false));
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             fields.add(DataTypes.createStructField("s" + i, types[i], true));
         }
         return DataTypes.createStructType(fields);
@@ -87,7 +89,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         fields.add(DataTypes.createStructField("reset_pos", DataTypes.LongType, false));
         fields.add(DataTypes.createStructField("last_pos", DataTypes.LongType, true));
         fields.add(DataTypes.createStructField("n", DataTypes.LongType, false));
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             fields.add(DataTypes.createStructField("r" + i, types[i], true));
         }
         return DataTypes.createStructType(fields);
@@ -104,7 +106,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         buffer.update(LAST, null);
         buffer.update(RESET, -1L);
         buffer.update(N, 0L);
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             buffer.update(SLOTS + i, null);
         }
     }
@@ -116,13 +118,13 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         }
         long pos = input.getLong(0);
         boolean reset = input.getBoolean(1);
-        Object[] partial = new Object[SLOTS + ops.length];
+        Object[] partial = new Object[SLOTS + combines.length];
         partial[FIRST] = pos;
         partial[LAST] = pos;
         partial[RESET] = reset ? pos : -1L;
         partial[N] = reset ? 0L : 1L;
-        for (int i = 0; i < ops.length; i++) {
-            partial[SLOTS + i] = reset ? null : seed(i, input.get(2 + i));
+        for (int i = 0; i < combines.length; i++) {
+            partial[SLOTS + i] = reset ? null : input.get(2 + i);
         }
         merge(buffer, RowFactory.create(partial));
     }
@@ -148,35 +150,26 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         buffer.update(LAST, late.getLong(LAST));
         buffer.update(RESET, early.getLong(RESET));
         buffer.update(N, early.getLong(N) + late.getLong(N));
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             buffer.update(SLOTS + i, combine(i, early.get(SLOTS + i), late.get(SLOTS + i)));
         }
     }
 
     @Override
     public Object evaluate(Row buffer) {
-        Object[] out = new Object[3 + ops.length];
+        Object[] out = new Object[3 + combines.length];
         out[0] = buffer.getLong(RESET);
         out[1] = buffer.isNullAt(LAST) ? null : buffer.getLong(LAST);
         out[2] = buffer.getLong(N);
-        for (int i = 0; i < ops.length; i++) {
+        for (int i = 0; i < combines.length; i++) {
             out[3 + i] = buffer.get(SLOTS + i);
         }
         return RowFactory.create(out);
     }
 
-    /** A record's slot value. count sums per-record weights: 1 for an event, and a restored
-     *  state's count for a seed row, so a seed acts as one partial standing for many events. */
-    private Object seed(int i, Object value) {
-        if (ops[i].equals("count")) {
-            return value == null ? 0L : value;
-        }
-        return value;
-    }
-
     /** Combines an earlier slot value with a later one; nulls are absent values. */
     private Object combine(int i, Object early, Object late) {
-        if (ops[i].equals("last")) {
+        if (combines[i].equals("latest")) {
             return late != null ? late : early;
         }
         if (early == null) {
@@ -185,10 +178,8 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
         if (late == null) {
             return early;
         }
-        switch (ops[i]) {
-            case "count":
-                return (Long) early + (Long) late;
-            case "sum":
+        switch (combines[i]) {
+            case "add":
                 return types[i] == DataTypes.LongType
                         ? (Object) ((Long) early + (Long) late)
                         : (Object) ((Double) early + (Double) late);
@@ -197,7 +188,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
             case "max":
                 return compare(early, late) >= 0 ? early : late;
             default:
-                throw new IllegalStateException(ops[i]);
+                throw new IllegalStateException(combines[i]);
         }
     }
 
@@ -207,7 +198,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
     }
 
     private Row snapshot(MutableAggregationBuffer buffer) {
-        Object[] values = new Object[SLOTS + ops.length];
+        Object[] values = new Object[SLOTS + combines.length];
         for (int i = 0; i < values.length; i++) {
             values[i] = buffer.get(i);
         }
@@ -215,7 +206,7 @@ public final class ResettableFold extends UserDefinedAggregateFunction {
     }
 
     private void copy(MutableAggregationBuffer buffer, Row from) {
-        for (int i = 0; i < SLOTS + ops.length; i++) {
+        for (int i = 0; i < SLOTS + combines.length; i++) {
             buffer.update(i, from.get(i));
         }
     }

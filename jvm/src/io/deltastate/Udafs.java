@@ -9,8 +9,9 @@ import org.apache.spark.sql.types.DataTypes;
 public final class Udafs {
     private Udafs() {}
 
-    public static void registerFold(SparkSession spark, String name, String ops, String types) {
-        spark.udf().register(name, new ResettableFold(ops.split(","), types.split(",")));
+    /** combines: one per slot, comma-separated ("add", "min", "max", "latest"; deltastate/stores/ops.py). */
+    public static void registerFold(SparkSession spark, String name, String combines, String types) {
+        spark.udf().register(name, new ResettableFold(combines.split(","), types.split(",")));
     }
 
     /** Registers StreamTime; non-deterministic, so the optimizer neither reorders nor repeats it. */
