@@ -8,8 +8,7 @@ from typing import Any
 from deltastate.stores.ops import FOLD_OPS, WINDOWED_ONLY_OPS
 from deltastate.stores.state import StateSettings
 
-STORE_TYPES = ("key_value", "window", "session")
-__all__ = ["FOLD_OPS", "STORE_TYPES", "WINDOWED_ONLY_OPS"]  # ops are declared in ops.py
+__all__ = ["FOLD_OPS", "WINDOWED_ONLY_OPS"]  # ops are declared in ops.py; store types by the backends
 VALUE_TYPES = {"long": "bigint", "double": "double", "string": "string"}
 
 

@@ -16,6 +16,8 @@ import yaml
 from pydantic import ValidationError
 
 from deltastate.errors import StoreDefinitionError
+from deltastate.stores.backends.base import KEY_VALUE
+from deltastate.stores.backends.registry import type_backend
 from deltastate.stores.current import FIRST_VERSION
 from deltastate.stores.definition import (
     VALUE_TYPES,
@@ -162,7 +164,8 @@ def _build(schemas_dir: Path, name: str, model: StoreFileModel) -> StoreDefiniti
 def _aggregation(name: str, store_type: str, target: str, spec: AggregationModel, props: dict[str, Any],
                  value_fields: tuple[ValueField, ...], event_schema: str, value_schema: str) -> Aggregation:
     op, source_field = spec.op, spec.field
-    if op in WINDOWED_ONLY_OPS and store_type == "key_value":
+    backend = type_backend(store_type)
+    if op in WINDOWED_ONLY_OPS and backend is not None and backend.family == KEY_VALUE:
         raise StoreDefinitionError(name, f"aggregation {target!r}: op {op!r} is only available to window and session stores")
     wanted = next((f.type for f in value_fields if f.name == target), None)
     if wanted is None:

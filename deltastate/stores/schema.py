@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from deltastate.stores.definition import FOLD_OPS, STORE_TYPES
+from deltastate.stores.backends.base import KEY_VALUE
+from deltastate.stores.backends.keyvalue import KEY_VALUE_BACKEND
+from deltastate.stores.backends.registry import backends, store_types, type_backend
+from deltastate.stores.definition import FOLD_OPS
 from deltastate.stores.durations import parse_duration_ms
 from deltastate.stores.state import COMPRESSION_CODECS, PROVIDERS, SPARK_NAMES, RocksDBOptions, StateSettings
 
@@ -218,7 +221,7 @@ class StateModel(Strict):
 
 class StoreFileModel(Strict):
     name: str | None = None
-    type: Literal[STORE_TYPES]  # type: ignore[valid-type]
+    type: str  # a registered backend's store type (stores/backends/registry.py)
     description: str = ""
     source: SourceModel
     value: ValueModel
@@ -234,16 +237,25 @@ class StoreFileModel(Strict):
     session: SessionModel | None = None
     migrations: list[MigrationModel] = []
 
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if type_backend(value) is None:
+            raise ValueError(f"unknown store type {value!r}; types: {', '.join(repr(t) for t in store_types())}")
+        return value
+
     @model_validator(mode="after")
     def _blocks_match_type(self) -> StoreFileModel:
-        wanted = {"key_value": None, "window": "window", "session": "session"}[self.type]
-        for block in ("window", "session"):
+        backend = type_backend(self.type)
+        assert backend is not None  # _known_type
+        blocks = {b.definition_block for b in backends()} - {None}
+        for block in sorted(blocks):
             present = getattr(self, block) is not None
-            if block == wanted and not present:
+            if block == backend.definition_block and not present:
                 raise ValueError(f"a {self.type} store needs a {block!r} block")
-            if block != wanted and present:
+            if block != backend.definition_block and present:
                 raise ValueError(f"a {self.type} store takes no {block!r} block")
-        if self.type != "key_value":
+        if backend.family != KEY_VALUE:
             if self.state is not None:
                 raise ValueError("'state' applies to key_value stores only: window and session stores keep "
                                  "their state in the changelog, not in a Spark state store")
@@ -253,7 +265,10 @@ class StoreFileModel(Strict):
             if self.ttl is not None:
                 raise ValueError("'ttl' applies to key_value stores only: window and session stores expire "
                                  "by their retention")
-        if not self.changelog.enabled and self.type != "key_value":
+        # max_entries and changelog.enabled pick a variant of the built-in key-value type (registry.backend_of).
+        if self.max_entries is not None and self.type != KEY_VALUE_BACKEND.store_type:
+            raise ValueError(f"'max_entries' applies to {KEY_VALUE_BACKEND.store_type} stores only")
+        if not self.changelog.enabled and self.type != KEY_VALUE_BACKEND.store_type:
             raise ValueError("changelog.enabled: false applies to key_value stores only: window and session stores "
                              "keep their state in the changelog")
         if not self.changelog.enabled and self.ttl is not None:
@@ -265,7 +280,7 @@ class StoreFileModel(Strict):
         if self.max_entries is not None and self.max_entries < self.source.partitions:
             raise ValueError(f"max_entries ({self.max_entries}) must be at least source.partitions "
                              f"({self.source.partitions}): each partition keeps max_entries / partitions keys")
-        if isinstance(self.tombstone, FieldTombstoneModel) and self.type == "key_value":
+        if isinstance(self.tombstone, FieldTombstoneModel) and backend.family == KEY_VALUE:
             raise ValueError("a field tombstone rule is only available to window and session stores")
         return self
 

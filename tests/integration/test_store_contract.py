@@ -1,14 +1,17 @@
 """One contract, every store type: what Kafka Streams users may rely on whatever the store.
 
-It runs once per type (key-value, window, session), and the key-value store once per state provider
-(rocksdb, memory). pulse_counts, the other window store, shares
+It runs once per store backend (stores/backends/): key-value (once per state provider, rocksdb and
+memory), LRU key-value, key-value without changelog, window and session, and a kind the tests
+register themselves (tests/support/counting_backend.py) to show a new kind needs nothing else. pulse_counts, the other
+window store, shares
 trade_stats' code path; its null-value deletes and checkouts are compared with the reference in
 test_windowed_stores.py.
 
 - put/get: an event creates the key's entry, counted once;
 - delete: a null value removes every entry of the key; later events start afresh;
 - offset order: event, delete, event for one key in ONE micro-batch leaves exactly the last event;
-- exactly once: a run with nothing new writes nothing; (batch, store key) is unique in the changelog;
+- exactly once: a run with nothing new writes nothing; (batch, store key) is unique in the changelog
+  (a store without changelog: nothing new adds no audit row, and each batch is audited once);
 - resume: a run starts from its lineage's newest audit row, as if it had summed the whole history.
 """
 
@@ -18,20 +21,24 @@ import dataclasses
 import json
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import pytest
 import yaml
+from support.counting_backend import COUNTING_BACKEND, counting_backend_registered
 from support.local_infra import make_home
 from support.store_checks import assert_resumes_from_newest_audit_row
 
-from deltastate.changelog.layout import store_key_columns
+from deltastate.changelog.layout import CHANGELOG, INTAKE, store_key_columns
 from deltastate.config import Settings
 from deltastate.engine import run_store
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.query import Queries
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import list_stores, load_store
+from deltastate.stores.backends import backend_of, backends
 
 pytestmark = pytest.mark.integration
 T0 = 1_700_000_000_000
@@ -53,18 +60,29 @@ COUNTER = {"player_stats": "games", "trade_stats": "count", "pulse_counts": "bea
 
 def entries(settings, store: str, key: str) -> list[dict]:
     queries = Queries(settings)
-    definition = load_store(settings, store)
-    if definition.type == "key_value":
-        found = queries.sql(f"SELECT * FROM {store} WHERE key = '{key}'")
-        return found.rows
-    if definition.type == "session":
+    backend = backend_of(load_store(settings, store))
+    if backend.answers("sessions"):
         return queries.sessions(store, key).rows
-    return queries.windows(store, key).rows
+    if backend.answers("windows"):
+        return queries.windows(store, key).rows
+    return queries.sql(f"SELECT * FROM {store} WHERE key = '{key}'").rows
 
 
 ONE_STORE_PER_TYPE = ["player_stats", "trade_stats", "user_sessions"]
-# Every store type once, and the key-value store once more on the other state provider.
-CONTRACT_RUNS = [("player_stats", "rocksdb"), ("player_stats", "memory"), ("trade_stats", None), ("user_sessions", None)]
+# The backend each key-value variant must select (the others: the backend named after the store's type).
+BACKEND_KIND = {"rocksdb": "key_value", "memory": "key_value"}
+# Every backend once: player_stats as each key-value variant (the store file changed as a user would
+# write it), and the key-value store once more on the other state provider.
+CONTRACT_RUNS = [
+    ("player_stats", "rocksdb", {"state": {"provider": "rocksdb"}}),
+    ("player_stats", "memory", {"state": {"provider": "memory"}}),
+    ("player_stats", "lru", {"max_entries": 1000}),
+    ("player_stats", "unlogged", {"changelog": {"enabled": False}}),
+    # A kind registered by the tests alone (tests/support/counting_backend.py).
+    ("player_stats", "key_count", {"type": "key_count"}),
+    ("trade_stats", None, {}),
+    ("user_sessions", None, {}),
+]
 
 
 @dataclass
@@ -80,19 +98,27 @@ class ContractRun:
     restarted: list[dict] = field(default_factory=list)  # a's entries after an event past its delete
 
 
-@pytest.fixture(scope="class", params=CONTRACT_RUNS, ids=[f"{s}-{p}" if p else s for s, p in CONTRACT_RUNS])
-def contract(request, broker, spark, session_settings, tmp_path_factory) -> ContractRun:
-    store, provider = request.param
+@pytest.fixture(scope="class", params=CONTRACT_RUNS, ids=[f"{s}-{v}" if v else s for s, v, _ in CONTRACT_RUNS])
+def contract(request, broker, spark, session_settings, tmp_path_factory) -> Iterator[ContractRun]:
+    store, variant, changes = request.param
+    with counting_backend_registered() if variant == "key_count" else nullcontext():
+        yield _contract_run(store, variant, changes, broker, spark, session_settings, tmp_path_factory)
+
+
+def _contract_run(store, variant, changes, broker, spark, session_settings, tmp_path_factory) -> ContractRun:
     home = make_home(tmp_path_factory.mktemp(f"contract-{store}"))
     settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
-    if provider is not None:  # the store's definition with this state provider
+    if changes:  # the store's definition with this variant's keys
         schemas = home / "schemas"
         shutil.copytree(session_settings.schemas_dir, schemas)
         definition = yaml.safe_load((schemas / "stores" / f"{store}.yaml").read_text())
-        definition["state"] = {"provider": provider}
+        definition.update(changes)
         (schemas / "stores" / f"{store}.yaml").write_text(yaml.safe_dump(definition))
         settings = dataclasses.replace(settings, schemas_dir=schemas)
-        assert load_store(settings, store).state.provider == provider
+    definition = load_store(settings, store)
+    assert backend_of(definition).kind == (BACKEND_KIND.get(variant, variant) if variant else definition.type)
+    if "state" in changes:
+        assert definition.state.provider == changes["state"]["provider"]
     topic = f"t-{uuid.uuid4().hex[:10]}"
     assert ensure_topic(broker, topic, 4)
     run = ContractRun(store, settings)
@@ -109,12 +135,14 @@ def contract(request, broker, spark, session_settings, tmp_path_factory) -> Cont
     run.first = (entries(settings, store, a), entries(settings, store, b))
     batch([(a.encode(), None)])  # a later delete of a alone
     run.after_delete = (entries(settings, store, a), entries(settings, store, b))
-    changelog = spark.read.format("delta").load(settings.table_path(store, "changelog"))
-    before = changelog.count()
+    # What the store writes per batch: its changelog, or without one the batch's audit row.
+    logged = backend_of(load_store(settings, store)).has_changelog
+    written = settings.table_path(store, CHANGELOG if logged else INTAKE)
+    before = spark.read.format("delta").load(written).count()
     run_store(settings, store, once=True, topic=topic)  # nothing new
-    after = spark.read.format("delta").load(settings.table_path(store, "changelog"))
+    after = spark.read.format("delta").load(written)
     run.changelog_rows = (before, after.count())
-    keys = ["epoch", "batch_id", *store_key_columns(load_store(settings, store))]
+    keys = ["epoch", "batch_id", *store_key_columns(load_store(settings, store))] if logged else ["lineage_id", "batch_id"]
     run.repeated_keys = after.groupBy(*keys).count().where("count > 1").count()
     batch([(a.encode(), event(store, a, T0 + 200))])
     run.restarted = entries(settings, store, a)
@@ -130,6 +158,11 @@ class TestStoreContract:
         settings = make_settings()
         types = [load_store(settings, s).type for s in ONE_STORE_PER_TYPE]
         assert sorted(types) == sorted({load_store(settings, s).type for s in list_stores(settings)})
+
+    def test_the_runs_cover_every_backend(self, make_settings):
+        settings = make_settings()
+        kinds = {BACKEND_KIND.get(v, v) if v else backend_of(load_store(settings, s)).kind for s, v, _ in CONTRACT_RUNS}
+        assert kinds == {b.kind for b in backends()} | {COUNTING_BACKEND.kind}
 
     def test_put_creates_the_entry_counted_once(self, contract):
         got_a, _ = contract.first

@@ -13,7 +13,7 @@ import yaml
 from deltastate.changelog import layout
 from deltastate.config import PROJECT_ROOT
 from deltastate.errors import StoreDefinitionError
-from deltastate.stores.backends import BACKENDS, StoreBackend, backend_of, cleanup_lineage_ids
+from deltastate.stores.backends import StoreBackend, backend_of, backends, cleanup_lineage_ids
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.parse import parse_store
 
@@ -62,7 +62,7 @@ def test_backend_of_picks_the_backend_of_each_kind(tmp_path, kind):
 
 
 def test_there_is_one_backend_per_kind():
-    assert sorted(b.kind for b in BACKENDS) == sorted(KINDS)
+    assert sorted(b.kind for b in backends()) == sorted(KINDS)
 
 
 def test_a_backend_is_immutable(tmp_path):
@@ -179,3 +179,43 @@ def test_engine_and_capacities(tmp_path):
     assert backend_of(lru).evicts and not backend_of(definition(tmp_path, "key_value")).evicts
     assert backend_of(lru).partition_capacities(lru) == (3, 3, 2, 2)  # 10 keys over 4 partitions
     assert backend_of(definition(tmp_path, "key_value")).partition_capacities(definition(tmp_path, "key_value")) is None
+
+
+def _key_count(raw: dict[str, Any]) -> None:
+    raw.pop("migrations", None)
+    raw["type"] = "key_count"
+
+
+def test_a_registered_kind_is_a_store_type_until_unregistered(tmp_path):
+    from support.counting_backend import COUNTING_BACKEND, counting_backend_registered
+
+    name = "player_stats"
+    raw = yaml.safe_load((SCHEMAS / "stores" / f"{name}.yaml").read_text())
+    _key_count(raw)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(StoreDefinitionError, match="unknown store type 'key_count'"):
+        parse_store(SCHEMAS, name, path)
+    with counting_backend_registered():
+        store = parse_store(SCHEMAS, name, path)
+        assert store.type == "key_count" and backend_of(store) is COUNTING_BACKEND
+        assert COUNTING_BACKEND in backends()
+        raw["max_entries"] = 10  # a variant of the built-in key_value type only
+        path.write_text(yaml.safe_dump(raw))
+        with pytest.raises(StoreDefinitionError, match="'max_entries' applies to key_value stores only"):
+            parse_store(SCHEMAS, name, path)
+    assert COUNTING_BACKEND not in backends()
+
+
+def test_a_kind_or_type_already_served_is_refused():
+    from support.counting_backend import COUNTING_BACKEND, counting_backend_registered
+
+    from deltastate.stores.backends import register_backend, unregister_backend
+    from deltastate.stores.backends.keyvalue import KEY_VALUE_BACKEND
+
+    with pytest.raises(ValueError, match="registered already"):
+        register_backend(KEY_VALUE_BACKEND)
+    with counting_backend_registered(), pytest.raises(ValueError, match="registered already"):
+        register_backend(COUNTING_BACKEND)
+    with pytest.raises(ValueError, match="built-in"):
+        unregister_backend("window")

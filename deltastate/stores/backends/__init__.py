@@ -8,7 +8,7 @@
   windowed.py   what window and session stores share (state in the changelog, retention)
   window.py     window store
   session.py    session store
-  registry.py   backend_of: the one place that reads a definition's kind
+  registry.py   backend_of: the one place that reads a definition's kind; register_backend adds a kind
 """
 
 from deltastate.stores.backends.base import (
@@ -21,7 +21,16 @@ from deltastate.stores.backends.base import (
     RestoreMode,
     StoreBackend,
 )
-from deltastate.stores.backends.registry import BACKENDS, backend_of, cleanup_lineage_ids
+from deltastate.stores.backends.registry import (
+    backend_of,
+    backends,
+    cleanup_lineage_ids,
+    register_backend,
+    store_types,
+    type_backend,
+    unregister_backend,
+)
 
-__all__ = ["BACKENDS", "FAMILIES", "FROM_STATE_STORE", "KEY_VALUE", "TTL", "WINDOWED", "Read", "RestoreMode",
-           "StoreBackend", "backend_of", "cleanup_lineage_ids"]
+__all__ = ["FAMILIES", "FROM_STATE_STORE", "KEY_VALUE", "TTL", "WINDOWED", "Read", "RestoreMode",
+           "StoreBackend", "backend_of", "backends", "cleanup_lineage_ids", "register_backend", "store_types",
+           "type_backend", "unregister_backend"]

@@ -58,6 +58,8 @@ class StoreBackend:
     """The base every backend extends; its defaults are those of a logged key-value store."""
 
     kind: ClassVar[str]  # the backend's own name (docs, reports, tests)
+    # The block of the store file this kind requires and no other kind takes ("window", "session").
+    definition_block: ClassVar[str | None] = None
     store_type: ClassVar[str]  # the definition's `type:` the backend serves
     family: ClassVar[Family]
     # (name, Spark SQL type) of the columns that identify one state entry, key first.

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 class SessionBackend(WindowedBackend):
     kind: ClassVar[str] = "session"
     store_type: ClassVar[str] = "session"
+    definition_block: ClassVar[str | None] = "session"
     reads: ClassVar[frozenset[Read]] = windowed_reads("sessions")
     read_hint: ClassVar[str] = "use sessions"
     expired_counter: ClassVar[str] = "expired_sessions"

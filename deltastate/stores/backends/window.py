@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 class WindowBackend(WindowedBackend):
     kind: ClassVar[str] = "window"
     store_type: ClassVar[str] = "window"
+    definition_block: ClassVar[str | None] = "window"
     reads: ClassVar[frozenset[Read]] = windowed_reads("windows")
     read_hint: ClassVar[str] = "use windows"
     expired_counter: ClassVar[str] = "expired_windows"
