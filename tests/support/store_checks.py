@@ -184,11 +184,12 @@ def assert_resumes_from_newest_audit_row(spark, settings: Settings, store_name: 
     from deltastate.engine.keyvalue.audit import load_ledger, scan_ledger
     from deltastate.engine.windowed.stream_time import load_stream_times, scan_stream_times
     from deltastate.stores import load_store
+    from deltastate.stores.backends import backend_of
 
     store = load_store(settings, store_name)
     lineage = load_or_create(spark, settings, store)
     newest = newest_audited_batch(spark, settings, store_name)
-    if store.type == "key_value":
+    if backend_of(store).engine == "keyvalue":  # the key-value engine keeps a ledger, the windowed one stream times
         def fast(b):
             return ledger_fields(load_ledger(spark, settings, store, lineage, b))
 
