@@ -1,4 +1,4 @@
-"""The frozen shape of a store definition; loader.py builds it from YAML and checks it."""
+"""The frozen shape of a store definition; parse.py builds it from YAML and checks it, loader.py serves it."""
 
 from __future__ import annotations
 

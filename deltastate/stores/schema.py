@@ -3,7 +3,7 @@
 Every key is declared: an unknown or misplaced key (a misspelt `retenion:`), a wrong type or a value
 outside what is allowed is refused, never replaced by a default. Rules that relate several keys of the
 file to each other (advance <= size, retention >= size + grace, which blocks a store type takes) live
-here too; rules that need the event and value schemas live in loader.py.
+here too; rules that need the event and value schemas live in parse.py.
 """
 
 from __future__ import annotations
