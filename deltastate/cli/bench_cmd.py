@@ -8,6 +8,17 @@ from deltastate.cli.errors import reported
 from deltastate.config import load_settings
 
 
+def _emit(figures, as_json: bool) -> None:
+    """A bench's figures: one JSON object, or its printed lines."""
+    if as_json:
+        import json
+
+        click.echo(json.dumps(figures.to_dict()))
+        return
+    for line in figures.lines():
+        click.echo(line)
+
+
 @click.group()
 def bench() -> None:
     """Benchmarks; results are printed figures."""
@@ -35,6 +46,25 @@ def ingest(events: int, players: int | None, seed: int, max_offsets_per_trigger:
     figures = run_ingest_bench(settings, events, players, seed, max_offsets_per_trigger, store, warmup_events)
     for line in figures.lines():
         click.echo(line)
+
+
+@bench.command("peers")
+@click.option("--events", default=2_000_000, show_default=True, type=click.IntRange(min=1))
+@click.option("--keys", default=100_000, show_default=True, type=click.IntRange(min=1), help="Distinct players.")
+@click.option("--seed", default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
+@reported
+def peers(events: int, keys: int, seed: int, as_json: bool) -> None:
+    """player_stats in Kafka Streams 4.1.1 and in `deltastate run --once` on one backlog: both rates,
+    both wall clocks from process start, and the ratios."""
+
+    from deltastate.bench.peers import run_peers_bench
+    from deltastate.infra.broker import LocalBroker
+
+    settings = load_settings()
+    if settings.uses_local_broker:
+        LocalBroker(settings).up()
+    _emit(run_peers_bench(settings, events, keys, seed), as_json)
 
 
 @bench.command("restore")
@@ -151,7 +181,6 @@ def commit(appends: int) -> None:
 @reported
 def cli_reads(store: str, key: str | None, runs: int, as_json: bool) -> None:
     """Wall time of `deltastate get|top|rank` as new processes on the current snapshot."""
-    import json
 
     from deltastate.bench.cli_reads import run_cli_read_bench
     from deltastate.query.reads import Queries
@@ -163,9 +192,4 @@ def cli_reads(store: str, key: str | None, runs: int, as_json: bool) -> None:
         if not found.rows:
             raise click.ClickException(f"store {store!r} is empty in the current snapshot; pass --key")
         key = str(found.rows[0]["key"])
-    figures = run_cli_read_bench(settings, store, key, runs)
-    if as_json:
-        click.echo(json.dumps(figures.to_dict()))
-        return
-    for line in figures.lines():
-        click.echo(line)
+    _emit(run_cli_read_bench(settings, store, key, runs), as_json)

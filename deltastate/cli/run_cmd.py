@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import click
@@ -24,11 +25,12 @@ def _print_batch(report: BatchReport) -> None:
 @click.option("--topic", default=None, help="Source topic (default: the store definition's).")
 @click.option("--max-offsets-per-trigger", type=int, default=None, help="Bound each micro-batch.")
 @click.option("--quiet", is_flag=True, help="No per-batch lines.")
+@click.option("--json", "as_json", is_flag=True, help="End with the run's figures as one JSON line instead of a sentence.")
 @click.option("--schema-version", type=click.IntRange(min=1), default=None,
               help="Run this value schema version (default: the current one); a migration's new version runs "
                    "beside the current one while it is built.")
 def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool,
-        schema_version: int | None) -> None:
+        as_json: bool, schema_version: int | None) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
     from deltastate.engine import run_store  # pyspark: imported by the command that runs it
     from deltastate.metrics import serve as serve_metrics
@@ -48,6 +50,12 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
     if result.stopped_by:
         click.echo(f"stopped: {result.stopped_by}")
     rate = result.records_in / result.seconds if result.seconds else 0.0
+    if as_json:
+        click.echo(json.dumps({"store": store, "records_in": result.records_in, "applied": result.applied,
+                               "dead_lettered": result.dead_lettered, "changelog_records": result.changelog_records,
+                               "batches": result.batches, "seconds": round(result.seconds, 3),
+                               "epoch": result.lineage.epoch, "stopped_by": result.stopped_by}))
+        return
     click.echo(f"{store}: {result.records_in:,} records in = {result.applied:,} applied + "
                f"{result.dead_lettered:,} dead-lettered; {result.changelog_records:,} changelog records; "
                f"{result.seconds:.1f} s ({rate:,.0f} records/s); epoch {result.lineage.epoch}")

@@ -20,6 +20,10 @@ from deltastate.config import PROJECT_ROOT, Settings
 from deltastate.errors import InfraError
 
 POM = PROJECT_ROOT / "jvm" / "pom.xml"
+# The Kafka Streams peer of `deltastate bench peers`: a pom of its own, so that editing it refetches
+# nothing of deltastate's own jars.
+PEERS_POM = PROJECT_ROOT / "bench" / "peers" / "pom.xml"
+PEERS_PROFILE = "peers"
 MAVEN_SETTINGS = PROJECT_ROOT / "jvm" / "settings.xml"
 PROFILES: tuple[str, ...] = ("broker", "spark-kafka", "delta")
 SPARK_PROFILES: tuple[str, ...] = ("spark-kafka", "delta")
@@ -93,7 +97,7 @@ def _require_tools() -> str:
     return mvn
 
 
-def _fetch(settings: Settings, profile: str, mvn: str) -> None:
+def _fetch(settings: Settings, profile: str, mvn: str, pom: Path = POM) -> None:
     """Copy one profile's runtime dependencies into a staging folder, then swap it into place, so an
     interrupted fetch never leaves a folder that looks complete."""
     target = profile_dir(settings, profile)
@@ -101,7 +105,7 @@ def _fetch(settings: Settings, profile: str, mvn: str) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     cmd = [
-        mvn, "-q", "-B", "-s", str(MAVEN_SETTINGS), "-f", str(POM), "-P", profile,
+        mvn, "-q", "-B", "-s", str(MAVEN_SETTINGS), "-f", str(pom), "-P", profile,
         "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
     ]
     try:
@@ -116,7 +120,7 @@ def _fetch(settings: Settings, profile: str, mvn: str) -> None:
             f"mvn failed to fetch jars for profile {profile!r} (exit {proc.returncode}); "
             f"command: {' '.join(cmd)}\n{tail or '(no output)'}"
         )
-    (staging / MARKER).write_text(pom_hash() + "\n")
+    (staging / MARKER).write_text(pom_hash(pom) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
 
@@ -159,3 +163,11 @@ def spark_jars(settings: Settings) -> list[str]:
 def broker_classpath(settings: Settings) -> str:
     """The java -cp value for the broker: a wildcard over its folder, expanded by java itself."""
     return f"{profile_dir(settings, 'broker')}/*"
+
+
+def ensure_peer_jars(settings: Settings) -> Path:
+    """The folder of the Kafka Streams peer's jars (bench/peers/pom.xml), fetched when missing."""
+    if not is_fetched(settings, PEERS_PROFILE, PEERS_POM):
+        settings.jars_dir.mkdir(parents=True, exist_ok=True)
+        _fetch(settings, PEERS_PROFILE, _require_tools(), PEERS_POM)
+    return profile_dir(settings, PEERS_PROFILE)

@@ -1,0 +1,132 @@
+"""Peers benchmark: deltastate against Kafka Streams on the same backlog, one after the other.
+
+One seeded player_stats backlog is produced to a fresh topic. Then, each as a new process:
+- the Kafka Streams peer (bench/peers/src, built from bench/peers/pom.xml: Kafka Streams 4.1.1, one
+  stream thread, a 10 MB record cache, a RocksDB store logged to a changelog topic) reads the whole
+  topic and closes;
+- `deltastate run player_stats --once --topic T --json` reads it into a fresh storage root.
+Each reports its processing time (Kafka Streams: first record to closed, offsets committed;
+deltastate: the run from its checkpoint check to its last committed batch) and the wall clock from
+process start; the bench prints both rates, both wall clocks and deltastate's ratio to the peer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from deltastate.config import PROJECT_ROOT, Settings
+from deltastate.errors import InfraError
+
+PEER_SOURCES = PROJECT_ROOT / "bench" / "peers" / "src"
+PEER_MAIN = "io.deltastate.peers.PlayerStatsPeer"
+STORE = "player_stats"
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    records: int
+    applied: int
+    processing_seconds: float
+    wall_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.processing_seconds if self.processing_seconds else 0.0
+
+
+@dataclass(frozen=True)
+class PeersFigures:
+    store: str
+    events: int
+    keys: int
+    cores: int
+    kafka_streams: RunFigures
+    deltastate: RunFigures
+
+    @property
+    def rate_ratio(self) -> float:
+        return self.deltastate.rate / self.kafka_streams.rate if self.kafka_streams.rate else 0.0
+
+    @property
+    def wall_ratio(self) -> float:
+        """Kafka Streams' wall clock over deltastate's: above 1 when deltastate finishes sooner."""
+        return self.kafka_streams.wall_seconds / self.deltastate.wall_seconds if self.deltastate.wall_seconds else 0.0
+
+    def to_dict(self) -> dict:
+        out = dataclasses.asdict(self)
+        out["rate_ratio"] = round(self.rate_ratio, 3)
+        out["wall_ratio"] = round(self.wall_ratio, 3)
+        return out
+
+    def lines(self) -> list[str]:
+        def row(name: str, r: RunFigures) -> str:
+            return (f"  {name:<13} {r.records:>11,} records  processing {r.processing_seconds:7.1f} s "
+                    f"({r.rate:>9,.0f} records/s)  wall {r.wall_seconds:7.1f} s")
+
+        return [f"bench peers {self.store}: {self.events:,} events, {self.keys:,} keys, {self.cores} cores, "
+                "one after the other on one topic",
+                row("kafka streams", self.kafka_streams), row("deltastate", self.deltastate),
+                f"  deltastate / kafka streams: processing rate {self.rate_ratio:.2f}x, "
+                f"wall clock {1 / self.wall_ratio if self.wall_ratio else 0:.2f}x as long"]
+
+
+def peer_classpath(settings: Settings) -> str:
+    """The peer's jar and its dependencies, fetching and building them when missing."""
+    from deltastate.infra.jars import ensure_peer_jars
+    from deltastate.infra.javac import built_jar
+
+    jars = ensure_peer_jars(settings)
+    jar = built_jar(PEER_SOURCES, f"{jars}/*", settings.jars_dir / "bench-peers", "bench-peers",
+                    "the Kafka Streams peer of `deltastate bench peers`")
+    return f"{jar}:{jars}/*"
+
+
+def run_peers_bench(settings: Settings, events: int, keys: int, seed: int = 1) -> PeersFigures:
+    from deltastate.bench.ingest import bench_records
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.stores import load_store
+
+    classpath = peer_classpath(settings)
+    store = load_store(settings, STORE)
+    run_id = uuid.uuid4().hex[:8]
+    topic = f"bench-peers-{run_id}"
+    ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
+    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(STORE, events, keys, seed))
+    if produced.delivered != events:
+        raise InfraError(f"produced {produced.delivered:,} of {events:,} records to {topic}")
+    with tempfile.TemporaryDirectory(prefix="deltastate-peer-") as state_dir:
+        peer = _peer_run(classpath, settings.kafka_bootstrap, topic, f"deltastate-peer-{run_id}", state_dir, events)
+    ours = _deltastate_run(settings, topic, run_id)
+    return PeersFigures(STORE, events, keys, os.cpu_count() or 0, peer, ours)
+
+
+def _peer_run(classpath: str, bootstrap: str, topic: str, app_id: str, state_dir: str, events: int) -> RunFigures:
+    done = subprocess.run(["java", "-cp", classpath, PEER_MAIN, bootstrap, topic, app_id, state_dir, str(events)],
+                          capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise InfraError(f"the Kafka Streams peer failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return RunFigures(int(found["records"]), int(found["applied"]), float(found["processing_seconds"]),
+                      float(found["wall_seconds"]))
+
+
+def _deltastate_run(settings: Settings, topic: str, run_id: str) -> RunFigures:
+    env = {**os.environ, **settings.to_env(), "DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")}
+    command = [str(Path(sys.executable).parent / "deltastate"), "run", STORE, "--once", "--topic", topic, "--quiet",
+               "--json"]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise InfraError(f"`{' '.join(command[1:])}` failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return RunFigures(int(found["records_in"]), int(found["applied"]), float(found["seconds"]), wall)
