@@ -25,10 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deltastate.changelog.intake import records_audited
 from deltastate.changelog.layout import BATCH_ID, EPOCH
 from deltastate.config import PROJECT_ROOT, Settings
 from deltastate.engine.common.source import QUERY
 from deltastate.errors import DeltastateError
+from deltastate.infra.offset_log import batch_ids, log_folders
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.producer import ensure_topic, produce_records
 
@@ -81,10 +83,6 @@ class SoakResult:
                    f"{self.live_keys:,} live keys, {len(self.wrong_keys)} wrong; {self.duplicates} duplicate "
                    f"(epoch, batch, key) changelog records; {self.seconds:.0f} s: {'PASS' if self.ok else 'FAIL'}")
         return out
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
 def _delta_batch(changelog: str) -> int:
@@ -195,12 +193,12 @@ class _Feed:
 def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Feed, rng: random.Random,
              timeout: float) -> str:
     """Waits for the moment (feeding the topic meanwhile), kills, returns what the logs showed."""
-    offsets_dir, commits_dir = ckpt / QUERY / "offsets", ckpt / QUERY / "commits"
+    offsets_dir, commits_dir = log_folders(ckpt / QUERY)
     # First until this run streams (plans or commits a batch): a JVM start on a busy machine can
     # take minutes, which the moment's own timeout should not count.
-    before_start = (_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]
+    before_start = (batch_ids(offsets_dir) or [-1])[-1], (batch_ids(commits_dir) or [-1])[-1]
     deadline = time.monotonic() + 2 * timeout
-    while ((_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]) == before_start:
+    while ((batch_ids(offsets_dir) or [-1])[-1], (batch_ids(commits_dir) or [-1])[-1]) == before_start:
         run.check()
         if time.monotonic() > deadline:
             raise DeltastateError(f"the run planned no micro-batch within {2 * timeout:.0f}s:\n{run.tail()}")
@@ -211,7 +209,7 @@ def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Fee
         run.check()
         if time.monotonic() > deadline:
             raise DeltastateError(f"no '{moment}' moment within {timeout:.0f}s:\n{run.tail()}")
-        planned, committed = (_batch_ids(offsets_dir) or [-1])[-1], (_batch_ids(commits_dir) or [-1])[-1]
+        planned, committed = (batch_ids(offsets_dir) or [-1])[-1], (batch_ids(commits_dir) or [-1])[-1]
         in_delta = _delta_batch(table)
         if planned > committed:  # batch `planned` is in flight
             if moment == "before" and in_delta < planned:
@@ -223,8 +221,8 @@ def _kill_at(run: ContinuousRun, moment: str, ckpt: Path, table: str, feed: _Fee
             break
         feed.step()
         time.sleep(0.005)
-    observed = (f"planned {(_batch_ids(offsets_dir) or [-1])[-1]}, in Delta {_delta_batch(table)}, "
-                f"committed {(_batch_ids(commits_dir) or [-1])[-1]}")
+    observed = (f"planned {(batch_ids(offsets_dir) or [-1])[-1]}, in Delta {_delta_batch(table)}, "
+                f"committed {(batch_ids(commits_dir) or [-1])[-1]}")
     run.kill()
     return observed
 
@@ -270,8 +268,7 @@ def run_crash_trials(settings: Settings, topic: str, options: SoakOptions, workd
     result.produced = len(feed.produced)
     changelog = spark.read.format("delta").load(table)
     result.duplicates = changelog.groupBy(EPOCH, BATCH_ID, "key").count().where("count > 1").count()
-    audit = spark.read.format("delta").load(settings.table_path(options.store, "intake"))
-    result.audited = int(audit.selectExpr("coalesce(sum(records_in), 0)").first()[0])
+    result.audited = records_audited(spark, settings, store)
     result.seconds = time.monotonic() - began
     return result, feed.produced
 

@@ -32,7 +32,24 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import CHANGELOG, INTAKE, INTAKE_COLUMNS
+from deltastate.changelog.layout import (
+    APPLIED,
+    BATCH_ID,
+    CHANGELOG,
+    DEAD_LETTERED,
+    INTAKE,
+    INTAKE_COLUMNS,
+    LATE,
+    LINEAGE_ID,
+    OFFSETS,
+    PARTITION_COUNTS,
+    RECORDS_IN,
+    STREAM_TIMES,
+    TOMBSTONES,
+    TOTALS_BEFORE,
+    WRITE_TIME,
+)
+from deltastate.changelog.reader import changelog_version
 from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -41,8 +58,8 @@ log = logging.getLogger(__name__)
 
 AUDIT_KEY = "deltastate.audit"  # a changelog commit's userMetadata: {AUDIT_KEY: {app_id, row}}
 FLUSH_KEY = "deltastate.copied_through"  # an intake commit's userMetadata: {FLUSH_KEY: changelog version}
-_ROW_COLUMNS = tuple(name for name, _ in INTAKE_COLUMNS if name != "write_time")
-_SCHEMA = ", ".join(f"{name} {type_}" for name, type_ in INTAKE_COLUMNS if name != "write_time")
+_ROW_COLUMNS = tuple(name for name, _ in INTAKE_COLUMNS if name != WRITE_TIME)
+_SCHEMA = ", ".join(f"{name} {type_}" for name, type_ in INTAKE_COLUMNS if name != WRITE_TIME)
 _MARKER_SEARCH = 50  # intake commits searched, newest first, for the last flush marker
 _RACE_SLACK = 100  # commits a concurrent writer may add while a flush reads the changelog's history
 
@@ -76,10 +93,10 @@ def audit_record(lineage_id: str, batch_id: int, counts: dict[int, tuple[int, in
     offsets: partition -> (lo, hi) covered; stream_times: partition -> newest applied event time;
     totals_before: JSON of what the writer carried into the batch (layout.INTAKE_COLUMNS)."""
     records_in, applied, dead, tombstones = (sum(c[i] for c in counts.values()) for i in range(4))
-    return {"lineage_id": lineage_id, "batch_id": batch_id, "records_in": records_in, "applied": applied,
-            "dead_lettered": dead, "tombstones": tombstones, "offsets": by_partition(offsets), "late": late,
-            "stream_times": by_partition(stream_times), "partition_counts": by_partition(counts),
-            "totals_before": totals_before}
+    return {LINEAGE_ID: lineage_id, BATCH_ID: batch_id, RECORDS_IN: records_in, APPLIED: applied,
+            DEAD_LETTERED: dead, TOMBSTONES: tombstones, OFFSETS: by_partition(offsets), LATE: late,
+            STREAM_TIMES: by_partition(stream_times), PARTITION_COUNTS: by_partition(counts),
+            TOTALS_BEFORE: totals_before}
 
 
 def by_partition(values: dict) -> str:
@@ -92,11 +109,11 @@ def audit_rows(spark: SparkSession, rows: list[dict[str, Any]], written: list[da
     time when given, else now."""
     frame = spark.createDataFrame([tuple(r[c] for c in _ROW_COLUMNS) for r in rows], _SCHEMA)
     if written is None:
-        frame = frame.withColumn("write_time", F.current_timestamp())
+        frame = frame.withColumn(WRITE_TIME, F.current_timestamp())
     else:
-        times = spark.createDataFrame([(r["lineage_id"], r["batch_id"], t) for r, t in zip(rows, written, strict=True)],
+        times = spark.createDataFrame([(r[LINEAGE_ID], r[BATCH_ID], t) for r, t in zip(rows, written, strict=True)],
                                       "lineage_id string, batch_id bigint, write_time timestamp")
-        frame = frame.join(times, ["lineage_id", "batch_id"])
+        frame = frame.join(times, [LINEAGE_ID, BATCH_ID])
     return frame.select(*[n for n, _ in INTAKE_COLUMNS])
 
 
@@ -127,10 +144,10 @@ def pending_audits(spark: SparkSession, changelog: str, since: int) -> tuple[int
     """(newest changelog version, the audits of its commits after `since` with their commit times)."""
     from delta.tables import DeltaTable
 
+    newest = changelog_version(spark, changelog)
+    if newest is None or newest <= since:
+        return -1 if newest is None else newest, []
     table = DeltaTable.forPath(spark, changelog)
-    newest = int(table.history(1).first()["version"])
-    if newest <= since:
-        return newest, []
     # Commits landing meanwhile are newer than `newest`: the slack keeps since+1..newest in the window.
     rows = table.history(newest - since + _RACE_SLACK).select("version", "timestamp", "userMetadata").collect()
     found = []
@@ -167,12 +184,12 @@ def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
         return 0
     held = txn_versions(spark, intake)
     if held is None:  # txn entries may expire: what the table holds is the answer
-        present = {(r["lineage_id"], int(r["batch_id"])) for r in
-                   spark.read.format("delta").load(intake).select("lineage_id", "batch_id").collect()}
+        present = {(r[LINEAGE_ID], int(r[BATCH_ID])) for r in
+                   spark.read.format("delta").load(intake).select(LINEAGE_ID, BATCH_ID).collect()}
 
     def copied(audit: BatchAudit) -> bool:
-        batch = int(audit.row["batch_id"])
-        return ((audit.row["lineage_id"], batch) in present if held is None
+        batch = int(audit.row[BATCH_ID])
+        return ((audit.row[LINEAGE_ID], batch) in present if held is None
                 else batch <= held.get(audit.app_id, -1))
 
     return _append_copies(spark, intake, [(a, at) for a, at in found if not copied(a)], newest)
@@ -187,9 +204,9 @@ def _append_copies(spark: SparkSession, intake: str, audits: list[tuple[BatchAud
         by_app.setdefault(audit.app_id, []).append((audit, at))
     marker = json.dumps({FLUSH_KEY: through_version})
     for app_id, own in sorted(by_app.items()):
-        own.sort(key=lambda a: int(a[0].row["batch_id"]))
+        own.sort(key=lambda a: int(a[0].row[BATCH_ID]))
         rows = [a.row for a, _ in own]
-        append_audit(audit_rows(spark, rows, [at for _, at in own]), intake, app_id, int(rows[-1]["batch_id"]), marker)
+        append_audit(audit_rows(spark, rows, [at for _, at in own]), intake, app_id, int(rows[-1][BATCH_ID]), marker)
     return len(audits)
 
 
@@ -257,14 +274,14 @@ class BatchCommitter:
 
     def copy(self, spark: SparkSession) -> None:
         """Appends the audits committed since the last copy to the intake table (idempotent)."""
-        from delta.tables import DeltaTable
-
         with self._lock:
             taken = list(self._pending)
         if not taken:
             return
         # Every audit at or below this version is taken or copied: this run is the store's one writer.
-        version = int(DeltaTable.forPath(spark, self.changelog).history(1).first()["version"])
+        version = changelog_version(spark, self.changelog)
+        if version is None:  # taken audits come from this changelog's commits, so it has some
+            raise RuntimeError(f"{self.changelog}: audits to copy, but no changelog commit")
         _append_copies(spark, self.intake, taken, version)
         with self._lock:
             del self._pending[:len(taken)]

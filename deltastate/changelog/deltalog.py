@@ -1,12 +1,14 @@
 """Reads a Delta table's transaction log directly, in plain Python: no Spark in the query service.
 
-Two questions only, both answered from `_delta_log/<version>.json` commit files:
+Three questions, all answered from `_delta_log/<version>.json` commit files:
   * newest_commit(): the newest committed version and its commit time (for staleness). The time is
     the commit's in-commit timestamp when the table has them, else the commit file's modification
     time, which is what Delta's own history() reports, so it compares with the commit time the
     snapshot recorded at publish;
   * tail_files(): the data files a range of commits added and that are still live at the newest
-    commit (for fresh reads: the changelog records committed after a snapshot).
+    commit (for fresh reads: the changelog records committed after a snapshot);
+  * appended_files(): the data files a range of commits added as new data (the metrics exporter
+    follows a run's dead letters so).
 
 Only local tables (a plain path or file:) are readable this way; other storage answers None and the
 service says staleness is unknown. Results are cached for a short while: a busy service asks many
@@ -88,6 +90,23 @@ def newest_version(table_path: str) -> int | None:
     return versions[-1] if versions else None
 
 
+def appended_files(table_path: str, first: int, last: int) -> list[Path]:
+    """Data files that commits first..last of a local table added as new data. OPTIMIZE's rewrites add
+    files with dataChange false (the same rows again) and are left out, so rows are never counted
+    twice; a commit past log retention is skipped (its rows are not counted)."""
+    root = local_dir(table_path)
+    if root is None:
+        raise ValueError(f"{table_path} is not a local table")
+    out: list[Path] = []
+    for version in range(first, last + 1):
+        try:
+            actions = _actions(root / "_delta_log", version)
+        except FreshReadError:
+            continue
+        out.extend(root / unquote(a["add"]["path"]) for a in actions if "add" in a and a["add"].get("dataChange", True))
+    return out
+
+
 class DeltaLog:
     """Cached, thread-safe reads of Delta logs; ttl: how long a newest-commit answer is reused."""
 
@@ -143,4 +162,4 @@ class DeltaLog:
         return sorted(live.values(), key=lambda f: (f.version, str(f.path)))
 
 
-__all__ = ["Commit", "DeltaLog", "TailFile", "local_dir", "newest_version"]
+__all__ = ["Commit", "DeltaLog", "TailFile", "appended_files", "local_dir", "newest_version"]

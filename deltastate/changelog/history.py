@@ -27,6 +27,7 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE
 from deltastate.changelog.log_replay import LiveFile, TableLog
 from deltastate.changelog.rules import merge_stream_times
 from deltastate.config import Settings
+from deltastate.infra.offset_log import planned_batches, read_entry
 from deltastate.stores import load_store
 from deltastate.stores.backends import WINDOWED, backend_of
 
@@ -86,24 +87,23 @@ def _audit_rows(files: dict[str, LiveFile], since_ms: int) -> list[dict[str, Any
 
 
 def _checkpoint(settings: Settings, storage: str) -> tuple[str | None, Path]:
-    """(lineage id, offset log folder) of the store's current checkpoint."""
+    """(lineage id, query checkpoint folder) of the store's current checkpoint."""
     root = Path(settings.checkpoint_path(storage))
     try:
         lineage = json.loads((root / CHECKPOINT_LINEAGE_FILE).read_text())["lineage_id"]
     except (FileNotFoundError, KeyError, ValueError):
         lineage = None
-    return lineage, root / CHECKPOINT_QUERY / "offsets"
+    return lineage, root / CHECKPOINT_QUERY
 
 
-def _offset_log(folder: Path, batch_id: int) -> tuple[int | None, dict]:
-    """(batchTimestampMs, {topic: {partition: offset}}) of one entry of Spark's offset log."""
+def _offset_log(query: Path, batch_id: int) -> tuple[int | None, dict[str, dict[int, int]]]:
+    """(batchTimestampMs, {topic: {partition: next offset}}) of one entry of Spark's offset log."""
     try:
-        lines = (folder / str(batch_id)).read_text().splitlines()
+        entry = read_entry(query, batch_id)
     except FileNotFoundError:
         return None, {}
-    meta = json.loads(lines[1]) if len(lines) > 1 else {}
-    sources = json.loads(lines[2]) if len(lines) > 2 and lines[2].startswith("{") else {}
-    return meta.get("batchTimestampMs"), sources
+    kafka = entry.kafka_offsets()
+    return entry.timestamp_ms, {} if kafka is None else {kafka[0]: kafka[1]}
 
 
 def audit_batches(settings: Settings, store_name: str, since_ms: int) -> tuple[list[AuditBatch], str]:
@@ -117,9 +117,9 @@ def audit_batches(settings: Settings, store_name: str, since_ms: int) -> tuple[l
     commits, files = _LOGS.replay(root, since_ms)
     landed = {(app.rsplit("/", 1)[-1], version): c.at_ms for c in commits for app, version in c.txns
               if f"/{INTAKE}/" in app}
-    current, offsets = _checkpoint(settings, store.storage)
-    logged = sorted((int(p.name) for p in offsets.glob("*") if p.name.isdigit()), reverse=True)
-    topic = next(iter(_offset_log(offsets, logged[0])[1]), store.source.topic) if logged else store.source.topic
+    current, query = _checkpoint(settings, store.storage)
+    logged = planned_batches(query)
+    topic = next(iter(_offset_log(query, logged[-1])[1]), store.source.topic) if logged else store.source.topic
     positions: dict[str, dict[int, int]] = {}
     times: dict[str, dict[int, int]] = {}
     out = []
@@ -133,7 +133,7 @@ def audit_batches(settings: Settings, store_name: str, since_ms: int) -> tuple[l
         times[lineage] = merge_stream_times(times.get(lineage, {}), [row["stream_times"]])
         started = None
         if lineage == current:  # Spark's offset log: the batch's start and the exact positions after it
-            started, sources = _offset_log(offsets, row["batch_id"])
+            started, sources = _offset_log(query, row["batch_id"])
             positions[lineage].update({int(p): int(o) for p, o in sources.get(topic, {}).items()})
         out.append(AuditBatch(
             lineage, int(row["batch_id"]), landed.get((lineage, row["batch_id"]), row["write_time"]),

@@ -63,6 +63,7 @@ BOOKKEEPING_COLUMNS: tuple[tuple[str, str], ...] = (
 MIGRATION_SEED_LINEAGE = "deltastate-migration/seed"
 
 REASON_EVICTED = "evicted"  # DELETE_REASON of an LRU store's eviction (null: a tombstone from the source)
+REASON_LATE = "late"  # the dead-letter reason of a record past its window's or session's grace (counted in LATE)
 
 DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "string"),
@@ -78,31 +79,44 @@ DEADLETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     (WRITE_TIME, "timestamp"),
 )
 
+# Audit columns of the intake table, named here once (changelog/intake.py is their one reader).
+RECORDS_IN = "records_in"
+APPLIED = "applied"
+DEAD_LETTERED = "dead_lettered"
+TOMBSTONES = "tombstones"
+LATE = "late"
+OFFSETS = "offsets"
+STREAM_TIMES = "stream_times"
+PARTITION_COUNTS = "partition_counts"
+TOTALS_BEFORE = "totals_before"
+# A batch's per-partition counts, in this order wherever they travel as a tuple.
+AUDIT_COUNTS = (RECORDS_IN, APPLIED, DEAD_LETTERED, TOMBSTONES)
+
 INTAKE_COLUMNS: tuple[tuple[str, str], ...] = (
     (LINEAGE_ID, "string"),
     (BATCH_ID, "bigint"),
-    ("records_in", "bigint"),
-    ("applied", "bigint"),
-    ("dead_lettered", "bigint"),
-    ("tombstones", "bigint"),
+    (RECORDS_IN, "bigint"),
+    (APPLIED, "bigint"),
+    (DEAD_LETTERED, "bigint"),
+    (TOMBSTONES, "bigint"),
     # JSON {partition: [lo, hi]}: the offsets the batch covered (key-value stores: one past the
     # lineage's previous hi, or its first offset, up to the highest offset read)
-    ("offsets", "string"),
-    ("late", "bigint"),  # dead letters with reason 'late' (window and session stores)
+    (OFFSETS, "string"),
+    (LATE, "bigint"),  # dead letters with reason 'late' (window and session stores)
     # JSON {partition: newest event time (ms) of the applied records, of the batch or (key-value
     # stores) of the lineage so far}; a partition's stream time is the max of these over its batches
     # (Kafka Streams keeps stream time per partition).
-    ("stream_times", "string"),
+    (STREAM_TIMES, "string"),
     (WRITE_TIME, "timestamp"),
     # JSON {partition: [records_in, applied, dead_lettered, tombstones]} of the batch. Added after the
     # first release, so last: older tables gain it on their next audit append (older rows read null).
-    ("partition_counts", "string"),
+    (PARTITION_COUNTS, "string"),
     # JSON of what the lineage's writer carried into the batch: key-value stores {"counts": {partition:
     # [records_in, applied, dead_lettered, tombstones]}, "hi": {partition: highest offset read}} summed
     # over the lineage's earlier batches; window and session stores {"stream_times": {partition: ms}}.
-    # A run starts from its lineage's newest row (engine/keyvalue/audit.py, engine/windowed/stream_time.py) instead of
-    # summing the history. Added later still; older rows read null and make the start scan instead.
-    ("totals_before", "string"),
+    # A run starts from its lineage's newest row (changelog/intake.py) instead of summing the
+    # history. Added later still; older rows read null and make the start scan instead.
+    (TOTALS_BEFORE, "string"),
 )
 
 

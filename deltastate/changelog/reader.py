@@ -10,8 +10,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import CHANGELOG, ORDER_COLUMNS, store_key_columns
-from deltastate.changelog.rules import STREAM_TIMES, latest_per_key, merge_stream_times
+from deltastate.changelog.layout import (
+    CHANGELOG,
+    EVENT_TIME,
+    ORDER_COLUMNS,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    WRITE_TIME,
+    store_key_columns,
+)
+from deltastate.changelog.rules import latest_per_key
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
 
@@ -20,7 +28,7 @@ if TYPE_CHECKING:  # pyspark is slow to import; callers already hold a session
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Bookkeeping columns the state keeps next to the value columns, in output order.
-STATE_BOOKKEEPING = ("source_partition", "source_offset", *ORDER_COLUMNS, "event_time", "write_time")
+STATE_BOOKKEEPING = (SOURCE_PARTITION, SOURCE_OFFSET, *ORDER_COLUMNS, EVENT_TIME, WRITE_TIME)
 
 
 def state_columns(store: StoreDefinition) -> list[str]:
@@ -72,24 +80,6 @@ def _from_micros(us: int | None) -> datetime | None:
     return None if us is None else _EPOCH + timedelta(microseconds=int(us))
 
 
-def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition,
-                 intake_version: int | None = None) -> dict[int, int]:
-    """Partition -> stream time (newest applied event time, ms) over every audited micro-batch (up
-    to a Delta version of the intake table; default: latest)."""
-    from pyspark.sql import functions as F
-
-    from deltastate.changelog.layout import INTAKE
-
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return {}
-    reader = spark.read.format("delta")
-    if intake_version is not None:
-        reader = reader.option("versionAsOf", int(intake_version))
-    rows = reader.load(path).where(F.col(STREAM_TIMES).isNotNull()).select(STREAM_TIMES).collect()
-    return merge_stream_times({}, (row[STREAM_TIMES] for row in rows))
-
-
 def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition,
                  version: int | None = None) -> DataFrame:
     """The store's live state at a Delta version of its changelog (default: latest).
@@ -108,6 +98,6 @@ def latest_state(spark: SparkSession, settings: Settings, store: StoreDefinition
 
 
 __all__ = [
-    "STATE_BOOKKEEPING", "changelog_version", "stream_times", "commit_time", "latest_commit", "latest_state", "state_columns",
+    "STATE_BOOKKEEPING", "changelog_version", "commit_time", "latest_commit", "latest_state", "state_columns",
     "table_exists",
 ]

@@ -17,13 +17,11 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import OP, OP_DELETE, ORDER_COLUMNS, WINDOW_END, WINDOW_START
+from deltastate.changelog.layout import OP, OP_DELETE, ORDER_COLUMNS, SOURCE_PARTITION, STREAM_TIMES, WINDOW_END, WINDOW_START
 from deltastate.stores.definition import SessionSpec, WindowSpec
 
 if TYPE_CHECKING:  # pyspark is slow to import; callers already hold a session
     from pyspark.sql import Column, DataFrame
-
-STREAM_TIMES = "stream_times"  # the audit column: {partition: newest applied event time} of one batch
 
 
 def record_order() -> Column:
@@ -72,7 +70,7 @@ def stream_times_frame(intake: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     per_batch = intake.select(F.explode(F.from_json(STREAM_TIMES, "map<string,bigint>")).alias("p", "t"))
-    return per_batch.groupBy(F.col("p").cast("int").alias("source_partition")).agg(F.max("t").alias("stream_time"))
+    return per_batch.groupBy(F.col("p").cast("int").alias(SOURCE_PARTITION)).agg(F.max("t").alias("stream_time"))
 
 
 # Retention, as Kafka Streams' window and session stores apply it (AbstractRocksDBSegmentedBytesStore):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltastate import metrics
+from deltastate.changelog.intake import newest_audited
 from deltastate.changelog.layout import (
     BATCH_ID,
     CHANGELOG,
@@ -172,7 +173,7 @@ def _compact_at(spark: SparkSession, settings: Settings, store: StoreDefinition,
     opts = store.changelog
     table = spark.read.format("delta").option("versionAsOf", version).load(path)
     newest = _newest_segment(table)
-    audited = _newest_audited(spark, settings, store)
+    audited = newest_audited(spark, settings, store)  # lineage -> its newest batch with an audit row
     flagged = _flag(table, store, newest, now - opts.min_compaction_lag_ms, now - opts.delete_retention_ms,
                     audited).persist()
     try:
@@ -180,10 +181,10 @@ def _compact_at(spark: SparkSession, settings: Settings, store: StoreDefinition,
             F.count(F.lit(1)).alias("total"),
             F.count_if(~F.col("_is_latest") & ~F.col("_pending")).alias("superseded"),
             F.count_if(~F.col("_keep")).alias("droppable"),
-            F.count_if(~F.col("_keep") & F.col("_is_latest")).alias("tombstones"),
+            F.count_if(~F.col("_keep") & F.col("_is_latest")).alias("tombstones_dropped"),
         ).first()
         total, superseded = int(counts["total"]), int(counts["superseded"])
-        droppable, tombstones = int(counts["droppable"]), int(counts["tombstones"])
+        droppable, tombstones = int(counts["droppable"]), int(counts["tombstones_dropped"])
         ratio = dirty_ratio(superseded, total)
         skipped = should_compact(superseded, droppable, total, opts.min_cleanable_dirty_ratio)
         # Records at V exactly (files and bytes are the log's figures when the attempt began).
@@ -204,20 +205,6 @@ def _compact_at(spark: SparkSession, settings: Settings, store: StoreDefinition,
                                 segments_rewritten=len(dirty)), newest
     finally:
         flagged.unpersist()
-
-
-def _newest_audited(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[str, int]:
-    """Lineage -> its newest batch with an audit row (the stream appends a batch's audit row last)."""
-    from pyspark.sql import functions as F
-
-    from deltastate.changelog.layout import INTAKE
-    from deltastate.changelog.tables import table_exists
-
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return {}
-    rows = spark.read.format("delta").load(path).groupBy(LINEAGE_ID).agg(F.max(BATCH_ID).alias("b")).collect()
-    return {r[LINEAGE_ID]: int(r["b"]) for r in rows if r[LINEAGE_ID] is not None}
 
 
 def _flag(table: DataFrame, store: StoreDefinition, newest: int, lag_cutoff_ms: int,

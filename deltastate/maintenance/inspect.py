@@ -19,8 +19,9 @@ from deltastate.changelog.reader import latest_state
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import checkpoint_state_provider
-from deltastate.engine.common.lineage import LINEAGE_FILE
+from deltastate.engine.common.lineage import LINEAGE_FILE, read_marker
 from deltastate.engine.common.source import QUERY
+from deltastate.infra.offset_log import committed_batches, newest_committed, planned_batches
 from deltastate.maintenance.stats import dirty_ratio, table_figures
 from deltastate.snapshot.catalog import read_info, read_pointer, snapshot_files, snapshot_name
 from deltastate.stores import load_store
@@ -60,10 +61,9 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
     out = StoreInspection(store.name, store.type, store.source.topic)
     out.state = _state(store, checkpoint)
     out.checkpoint = _checkpoint(checkpoint)
-    committed = _committed_offsets(checkpoint / QUERY)
-    ends = topic_ends if topic_ends is not None else _topic_ends(settings, committed.get("topic") or store.source.topic)
-    offsets = committed.get("offsets", {})
-    out.source = {"topic": committed.get("topic") or store.source.topic, "committed_offsets": offsets,
+    topic, offsets = _committed_offsets(checkpoint / QUERY) or (store.source.topic, {})
+    ends = topic_ends if topic_ends is not None else _topic_ends(settings, topic)
+    out.source = {"topic": topic, "committed_offsets": offsets,
                   "end_offsets": ends,
                   "lag": {p: max(0, ends[p] - offsets.get(p, 0)) for p in sorted(ends)}}
     if backend.spark_state and out.checkpoint["committed_batch"] is not None:
@@ -88,33 +88,24 @@ def _state(store: StoreDefinition, checkpoint: Path) -> dict[str, Any]:
             "settings": {k: v for k, v in store.state.spark_conf().items() if v is not None}}
 
 
-def _batches(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-
-
 def _checkpoint(checkpoint: Path) -> dict[str, Any]:
-    lineage = json.loads((checkpoint / LINEAGE_FILE).read_text()) if (checkpoint / LINEAGE_FILE).is_file() else {}
-    planned, committed = _batches(checkpoint / QUERY / "offsets"), _batches(checkpoint / QUERY / "commits")
-    return {"path": str(checkpoint), "exists": checkpoint.is_dir(), "lineage_id": lineage.get("lineage_id"),
-            "epoch": lineage.get("epoch"), "planned_batch": planned[-1] if planned else None,
+    lineage_id, epoch = None, None
+    if (checkpoint / LINEAGE_FILE).is_file():
+        try:
+            lineage_id, epoch = read_marker(checkpoint / LINEAGE_FILE)
+        except KeyError:  # a lineage file without the keys: shown as unknown, not refused
+            pass
+    planned, committed = planned_batches(checkpoint / QUERY), committed_batches(checkpoint / QUERY)
+    # The report's own field names, which happen to be the changelog's column names.
+    return {"path": str(checkpoint), "exists": checkpoint.is_dir(), "lineage_id": lineage_id,
+            "epoch": epoch, "planned_batch": planned[-1] if planned else None,
             "committed_batch": committed[-1] if committed else None}
 
 
-def _committed_offsets(query: Path) -> dict[str, Any]:
-    """The end offsets of the newest committed batch, from its offset log entry (v1, metadata, one
-    line per source: {topic: {partition: next offset}})."""
-    committed = _batches(query / "commits")
-    if not committed:
-        return {}
-    lines = (query / "offsets" / str(committed[-1])).read_text().splitlines()
-    for line in lines[2:]:  # one line per source; a restored store also reads its seed (a Delta source)
-        source = json.loads(line) if line.startswith("{") else None
-        if not isinstance(source, dict) or not all(isinstance(v, dict) for v in source.values()):
-            continue
-        for topic, partitions in source.items():
-            if all(str(p).isdigit() for p in partitions):
-                return {"topic": topic, "offsets": {int(p): int(o) for p, o in partitions.items()}}
-    return {}
+def _committed_offsets(query: Path) -> tuple[str, dict[int, int]] | None:
+    """(topic, end offsets) of the newest committed batch, from its offset log entry."""
+    entry = newest_committed(query)
+    return None if entry is None else entry.kafka_offsets()
 
 
 def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:

@@ -19,7 +19,6 @@ the state; records the topic no longer holds (its retention) are missing from th
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from pyspark.sql import functions as F
 
 from deltastate import metrics
 from deltastate.changelog.audit_log import flush_audits
+from deltastate.changelog.intake import audit_position, audited_batches
 from deltastate.changelog.layout import (
     BATCH_ID,
     CHANGELOG,
@@ -41,7 +41,6 @@ from deltastate.changelog.layout import (
     SOURCE_PARTITION,
 )
 from deltastate.changelog.reader import changelog_version, latest_state
-from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
 from deltastate.changelog.tables import ensure_tables, table_exists
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import load_or_create
@@ -84,58 +83,23 @@ def _move_aside(checkpoint: str) -> str | None:
     return str(target)
 
 
-@dataclass(frozen=True)
-class AuditPosition:
-    """Where a store's stream stands by its intake audit, from one read of the table: per partition
-    the (lowest, highest) offset the rows cover, and the stream time (newest applied event time)."""
-
-    ranges: dict[int, tuple[int, int]]
-    stream_times: dict[int, int]
-
-    @property
-    def next_offsets(self) -> dict[int, int]:
-        return {p: hi + 1 for p, (_lo, hi) in self.ranges.items()}
-
-
-def audit_position(spark: SparkSession, settings: Settings, store: StoreDefinition) -> AuditPosition:
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return AuditPosition({}, {})
-    # One row per micro-batch: small enough to read whole, and one read keeps offsets and stream
-    # times consistent while the stream keeps appending.
-    rows = spark.read.format("delta").load(path).select("offsets", STREAM_TIMES).collect()
-    ranges: dict[int, tuple[int, int]] = {}
-    for row in rows:
-        for p, (lo, hi) in json.loads(row["offsets"] or "{}").items():
-            old = ranges.get(int(p))
-            ranges[int(p)] = (int(lo), int(hi)) if old is None else (min(old[0], int(lo)), max(old[1], int(hi)))
-    return AuditPosition(ranges, merge_stream_times({}, (row[STREAM_TIMES] for row in rows)))
-
-
-def audit_ranges(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, tuple[int, int]]:
-    """Partition -> (lowest, highest) offset the store's intake audit rows cover."""
-    return audit_position(spark, settings, store).ranges
-
-
-def audit_offsets(spark: SparkSession, settings: Settings, store: StoreDefinition) -> dict[int, int]:
-    """Partition -> one past the highest offset any intake audit row covers."""
-    return audit_position(spark, settings, store).next_offsets
-
-
 def drop_orphan_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
     """An intake batch appends its dead letters, then its audit row; a crash between the two leaves
     dead letters of a batch that the audit (and so the resume offsets) never saw. Their old
     checkpoint is gone, so no replay would skip them: the resumed run writes them again. Remove
     them first so that each dead letter stays in the table once."""
-    return _drop_unaudited(spark, settings.table_path(store.storage, DEADLETTER), settings.table_path(store.storage, INTAKE))
+    return _drop_unaudited(spark, settings, store, settings.table_path(store.storage, DEADLETTER))
 
 
-def _drop_unaudited(spark: SparkSession, path: str, intake_path: str, exempt: tuple[str, ...] = ()) -> int:
+def _drop_unaudited(spark: SparkSession, settings: Settings, store: StoreDefinition, path: str,
+                    exempt: tuple[str, ...] = ()) -> int:
     """Deletes the rows of `path` from micro-batches without an audit row (lineages in exempt
     excepted); returns how many."""
-    if not (table_exists(spark, path) and table_exists(spark, intake_path)):
+    if not table_exists(spark, path):
         return 0
-    audited = spark.read.format("delta").load(intake_path).select(LINEAGE_ID, BATCH_ID).distinct()
+    audited = audited_batches(spark, settings, store)
+    if audited is None:
+        return 0
     rows = spark.read.format("delta").load(path)
     if exempt:
         rows = rows.where(~F.col(LINEAGE_ID).isin(list(exempt)))
@@ -143,7 +107,7 @@ def _drop_unaudited(spark: SparkSession, path: str, intake_path: str, exempt: tu
                .groupBy(LINEAGE_ID, BATCH_ID).count().collect())
     if not orphans:
         return 0
-    cond = " OR ".join(f"(lineage_id = '{r['lineage_id']}' AND batch_id = {int(r['batch_id'])})" for r in orphans)
+    cond = " OR ".join(f"({LINEAGE_ID} = '{r[LINEAGE_ID]}' AND {BATCH_ID} = {int(r[BATCH_ID])})" for r in orphans)
     DeltaTable.forPath(spark, path).delete(cond)
     return sum(int(r["count"]) for r in orphans)
 
@@ -171,7 +135,7 @@ def _write_seed(spark: SparkSession, settings: Settings, store: StoreDefinition,
 def drop_unaudited_changelog(spark: SparkSession, settings: Settings, store: StoreDefinition) -> int:
     """Changelog rows of micro-batches whose audit row never landed. Cleanup's tombstones have no
     audit rows, by design, and stay."""
-    return _drop_unaudited(spark, settings.table_path(store.storage, CHANGELOG), settings.table_path(store.storage, INTAKE),
+    return _drop_unaudited(spark, settings, store, settings.table_path(store.storage, CHANGELOG),
                            (*cleanup_lineage_ids(), MIGRATION_SEED_LINEAGE))
 
 
@@ -196,7 +160,7 @@ def restore_store(settings: Settings, store_name: str, *, listener: RestoreListe
     orphans = drop_orphan_dead_letters(spark, settings, store)
     orphans += drop_unaudited_changelog(spark, settings, store)
     version = changelog_version(spark, settings.table_path(store.storage, CHANGELOG))
-    offsets = audit_offsets(spark, settings, store)
+    offsets = audit_position(spark, settings, store).next_offsets
     lineage = load_or_create(spark, settings, store)  # the folder is gone: a new lineage, the next epoch
     seed_path, restored = None, 0
     if mode == "full" and version is not None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from deltastate.changelog import layout
 from deltastate.changelog.bookkeeping import bookkeeping_by_name
+from deltastate.changelog.intake import stream_times_frame
 from deltastate.changelog.layout import (
     BATCH_ID,
     EPOCH,
@@ -30,14 +31,14 @@ from deltastate.changelog.layout import (
     SOURCE_PARTITION,
     VALUE_VERSION,
 )
-from deltastate.changelog.rules import latest_per_key, retained_column, retention_horizon, stream_times_frame
+from deltastate.changelog.rules import latest_per_key, retained_column, retention_horizon
 from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 
 def retention_spec(store: StoreDefinition) -> WindowSpec | SessionSpec:
@@ -45,11 +46,6 @@ def retention_spec(store: StoreDefinition) -> WindowSpec | SessionSpec:
     if spec is None:
         raise ValueError(f"store {store.name!r} of type {store.type} has no window/session settings")
     return spec
-
-
-def stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition) -> DataFrame:
-    """(source_partition int, stream_time bigint) per partition that has one."""
-    return stream_times_frame(spark.read.format("delta").load(settings.table_path(store.storage, layout.INTAKE)))
 
 
 def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefinition, version: int,
@@ -65,7 +61,7 @@ def expire_windows(spark: SparkSession, settings: Settings, store: StoreDefiniti
     # One row per source partition: the horizons are computed here, by the one rule, and compared
     # in Spark. A partition without stream time expires nothing.
     horizons = [(int(r[SOURCE_PARTITION]), retention_horizon(spec, int(r["stream_time"])))
-                for r in stream_times(spark, settings, store).collect()]
+                for r in stream_times_frame(spark, settings, store).collect()]
     if not horizons:
         return 0
     pairs = [c for p, h in sorted(horizons) for c in (F.lit(p), F.lit(h).cast("bigint"))]

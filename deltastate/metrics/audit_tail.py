@@ -1,6 +1,7 @@
-"""What a run's new commits say, per source partition: its audit rows (counts, offsets, stream times,
-commit time) and its dead letters (by reason), read from the Delta logs and data files in plain
-Python (pyarrow), so the exporter costs the stream no Spark job.
+"""What a run's batches say, per source partition: its audit rows (counts, offsets, stream times,
+commit time; parsed by changelog/intake.py) and its dead letters (by reason), the dead letters read
+from the Delta log and data files in plain Python (pyarrow), so the exporter costs the stream no
+Spark job.
 
 Only local tables are followed this way; on other storage the exporter keeps the batch totals the
 engine reports, under partition "all".
@@ -8,21 +9,16 @@ engine reports, under partition "all".
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from urllib.parse import unquote
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltastate.changelog.deltalog import DeltaLog, local_dir
-from deltastate.changelog.layout import BATCH_ID, LINEAGE_ID, WRITE_TIME
-
-AUDIT_COLUMNS = [LINEAGE_ID, BATCH_ID, "offsets", "stream_times", WRITE_TIME, "partition_counts"]
-DEAD_COLUMNS = [LINEAGE_ID, "partition", "reason"]
+from deltastate.changelog.deltalog import DeltaLog, appended_files, local_dir
+from deltastate.changelog.intake import AuditRow
+from deltastate.changelog.layout import LINEAGE_ID
 
 
 @dataclass
@@ -67,41 +63,17 @@ class TailFollower:
         return rows
 
 
-def appended_files(table_path: str, first: int, last: int) -> list[Path]:
-    """Data files that commits first..last added as new data. OPTIMIZE's rewrites add files with
-    dataChange false (the same rows again) and are left out, so rows are never counted twice."""
-    root = local_dir(table_path)
-    assert root is not None
-    out: list[Path] = []
-    for version in range(first, last + 1):
-        commit = root / "_delta_log" / f"{version:020d}.json"
-        try:
-            lines = commit.read_text().splitlines()
-        except FileNotFoundError:
-            continue  # past log retention: that commit's rows are not counted
-        for line in lines:
-            add = json.loads(line).get("add") if line.strip() else None
-            if add and add.get("dataChange", True):
-                out.append(root / unquote(add["path"]))
-    return out
-
-
 def partition_batches(audit_rows: list[dict]) -> dict[int, list[PartitionBatch]]:
     """The audit rows' per-partition figures, in batch order."""
     out: dict[int, list[PartitionBatch]] = {}
-    for row in sorted(audit_rows, key=lambda r: r[BATCH_ID]):
-        counts = json.loads(row.get("partition_counts") or "{}")
-        offsets = json.loads(row.get("offsets") or "{}")
-        times = json.loads(row.get("stream_times") or "{}")
-        committed = row[WRITE_TIME]
+    for row in sorted((AuditRow.parse(r) for r in audit_rows), key=lambda r: r.batch_id):
+        counts = row.counts or {}
+        committed = row.written
         if committed.tzinfo is None:
             committed = committed.replace(tzinfo=UTC)
-        for p in sorted({*counts, *offsets}, key=int):
-            c = counts.get(p)
-            out.setdefault(int(p), []).append(PartitionBatch(
-                None if c is None else (int(c[0]), int(c[1]), int(c[2]), int(c[3])),
-                None if p not in offsets else int(offsets[p][1]),
-                None if times.get(p) is None else int(times[p]), committed))
+        for p in sorted({*counts, *row.offsets}):
+            out.setdefault(p, []).append(PartitionBatch(
+                counts.get(p), row.offsets[p][1] if p in row.offsets else None, row.stream_times.get(p), committed))
     return out
 
 

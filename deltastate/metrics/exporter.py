@@ -35,7 +35,7 @@ class StoreExporter:
         self.store, self.lineage, self.topic = store, lineage, topic
         self.run = (store.name, str(store.value_version))
         self.dead = TailFollower(settings.table_path(store.storage, layout.DEADLETTER),
-                                 ["lineage_id", "partition", "reason"])
+                                 [layout.LINEAGE_ID, "partition", "reason"])
         self.positions = TopicPositions(settings.kafka_bootstrap, topic)
         self.committed: dict[int, int] = {}  # partition -> next offset to read
         self._lock = threading.Lock()
@@ -86,7 +86,7 @@ class StoreExporter:
                 m.E2E.labels(*self.part(p), "event").set(max(0.0, (last.committed - event).total_seconds()))
         for (p, reason), n in dead_letter_counts(self.dead.new_rows(self.lineage.lineage_id)).items():
             m.RECORDS_DEAD.labels(*self.part(p), reason).inc(n)
-            if reason == "late":
+            if reason == layout.REASON_LATE:
                 m.RECORDS_LATE.labels(*self.part(p)).inc(n)
         if newest_hi:
             committed_at = max(b[-1].committed for b in partition_batches(rows).values())

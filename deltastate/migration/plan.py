@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
+from deltastate.changelog.intake import audit_position
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.errors import DeltastateError
-from deltastate.maintenance.restore import audit_ranges
 from deltastate.report import Report
 from deltastate.stores.definition import StoreDefinition
 
@@ -80,7 +80,7 @@ def plan_migration(spark: SparkSession, settings: Settings, live: StoreDefinitio
     [step] = [s for s in target.history if s.version == target.value_version]
     renamed = dict(step.renamed)
     defaults = dict(step.defaults)
-    audited = audit_ranges(spark, settings, live)
+    audited = audit_position(spark, settings, live).ranges
     firsts = {p: lo for p, (lo, _hi) in audited.items()}
     marks = topic_watermarks(settings, live.source.topic)
     coverage = {p: {"earliest_in_topic": marks.get(p, (None, None))[0], "first_processed": firsts.get(p),

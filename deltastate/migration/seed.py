@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import append_audit, audit_record, audit_rows
 from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.intake import AuditPosition, audit_position, carried_stream_times_json
 from deltastate.changelog.layout import (
     BATCH_ID,
     EPOCH,
@@ -35,8 +36,6 @@ from deltastate.changelog.rules import latest_per_key
 from deltastate.changelog.tables import append_once, table_exists
 from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import CLEANUP_PREFIX
-from deltastate.engine.windowed.stream_time import stream_times_json
-from deltastate.maintenance.restore import AuditPosition, audit_position
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
@@ -102,7 +101,7 @@ def seed_stream_times(spark: SparkSession, settings: Settings, target: StoreDefi
                       stream_times: dict[int, int]) -> None:
     """The live version's stream times as the seed's audit row in the target's intake table (window
     and session stores; one idempotent append)."""
-    row = audit_record(layout.MIGRATION_SEED_LINEAGE, 0, {}, {}, stream_times, stream_times_json(stream_times))
+    row = audit_record(layout.MIGRATION_SEED_LINEAGE, 0, {}, {}, stream_times, carried_stream_times_json(stream_times))
     append_audit(audit_rows(spark, [row]), settings.table_path(target.storage, layout.INTAKE), _app_id(target), 0)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from deltastate import metrics
+from deltastate.changelog.intake import audit_position
 from deltastate.changelog.layout import CHANGELOG, DEADLETTER, INTAKE
 from deltastate.changelog.reader import state_columns
 from deltastate.changelog.tables import ensure_tables
@@ -28,7 +29,7 @@ from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.common.resume import ResumePlan, load_plan, save_plan
 from deltastate.engine.common.writer_lock import claim_checkpoint
 from deltastate.engine.run import run_store
-from deltastate.maintenance.restore import SEED_DIR, audit_offsets
+from deltastate.maintenance.restore import SEED_DIR
 from deltastate.migration.checks import CheckReport, cutover_checks
 from deltastate.migration.plan import MigrationError, check_target, plan_migration, topic_watermarks
 from deltastate.migration.seed import committed_state, seed_changelog, seed_stream_times, transformed
@@ -139,7 +140,7 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
 def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
              seeded: dict[str, int] | None) -> dict[int, int]:
     out = {int(p): int(o) for p, o in (seeded or {}).items()}
-    for p, o in audit_offsets(spark, settings, store).items():
+    for p, o in audit_position(spark, settings, store).next_offsets.items():
         out[p] = max(out.get(p, 0), o)
     return out
 

@@ -165,7 +165,8 @@ class ConsistentReads:
         definitions = [queries.store(s) for s in stores]
         offsets: dict[str, dict[int, int]] = {}
         if consistency == "latest":
-            from deltastate.query.latest import check_latest_supported, committed_offsets
+            from deltastate.changelog.intake import committed_offsets
+            from deltastate.query.latest import check_latest_supported
 
             for definition in definitions:
                 check_latest_supported(definition)

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.deltalog import DeltaLog
-from deltastate.changelog.layout import CHANGELOG, EPOCH, EVENT_TIME, INTAKE, OP, ORDER_COLUMNS, WRITE_TIME, store_key_columns
-from deltastate.changelog.rules import STREAM_TIMES, latest_per_key_sql, merge_stream_times, retention_horizon
+from deltastate.changelog.intake import stream_times_after
+from deltastate.changelog.layout import CHANGELOG, EPOCH, EVENT_TIME, OP, ORDER_COLUMNS, WRITE_TIME, store_key_columns
+from deltastate.changelog.rules import latest_per_key_sql, retention_horizon
 from deltastate.config import Settings
 from deltastate.query.errors import FreshReadError, ParameterError
 from deltastate.query.reader import Snapshot
@@ -121,8 +122,6 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
     intake audit rows committed after the intake version it recorded (each row holds its batch's
     newest event time per partition). Only a batch that puts something advances stream time, so a
     changelog with no newer commits needs no new horizon; this is called only when it has some."""
-    import pyarrow.parquet as pq
-
     spec = store.window or store.session
     if spec is None:
         return None
@@ -133,17 +132,7 @@ def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
         return None
     times = {} if info is None else info.stream_times_by_partition()
     after = None if info is None else info.intake_version
-    path = settings.table_path(store.storage, INTAKE)
-    newest = deltalog.newest_commit(path)
-    if newest is not None and (after is None or newest.version > after):
-        try:
-            for f in deltalog.tail_files(path, after, newest.version):
-                if STREAM_TIMES not in pq.read_schema(f.path).names:
-                    continue
-                times = merge_stream_times(times, pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist())
-        except (OSError, ValueError) as exc:
-            raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
-                                 f"failed: {exc}") from exc
+    times = stream_times_after(settings, deltalog, store, after, times)
     return {p: retention_horizon(spec, ms) for p, ms in times.items()}
 
 

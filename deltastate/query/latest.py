@@ -16,30 +16,20 @@ Key-value stores only, and not LRU stores, whose evictions depend on other keys'
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from deltastate.changelog.deltalog import DeltaLog
-from deltastate.changelog.layout import BATCH_ID, EVENT_TIME, INTAKE, SOURCE_OFFSET
-from deltastate.config import Settings
+from deltastate.changelog.layout import EVENT_TIME, SOURCE_OFFSET
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.validate import parse_event, record_reason
-from deltastate.query.errors import FreshReadError, ParameterError
+from deltastate.query.errors import ParameterError
 from deltastate.query.tail import Record
 from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import evaluate, parse
 from deltastate.stores.ops import combine, contribution, op
-
-_SEARCH_BACK = 20  # commits of the intake table searched for the newest audit row
-# (intake path, its newest version) -> the committed offsets that version holds: a read between two
-# micro-batches lists the log, and reads no audit file.
-_OFFSETS_CACHE: dict[tuple[str, int], dict[int, int]] = {}
-_OFFSETS_LOCK = threading.Lock()
 
 
 @dataclass
@@ -58,46 +48,6 @@ def check_latest_supported(store: StoreDefinition) -> None:
     refusal = backend_of(store).latest_refusal(store)
     if refusal is not None:
         raise ParameterError("consistency", refusal)
-
-
-def committed_offsets(settings: Settings, deltalog: DeltaLog, store: StoreDefinition) -> dict[int, int]:
-    """Partition -> the highest offset the stream has audited (folded or dead-lettered), from the
-    newest intake audit row; {} when the store has committed nothing."""
-    path = settings.table_path(store.storage, INTAKE)
-    newest = deltalog.newest_commit(path)
-    if newest is None:
-        return {}
-    with _OFFSETS_LOCK:
-        cached = _OFFSETS_CACHE.get((path, newest.version))
-    if cached is not None:
-        return dict(cached)
-    found = _offsets_at(path, deltalog, store, newest.version)
-    with _OFFSETS_LOCK:
-        if len(_OFFSETS_CACHE) > 256:
-            _OFFSETS_CACHE.clear()
-        _OFFSETS_CACHE[(path, newest.version)] = found
-    return dict(found)
-
-
-def _offsets_at(path: str, deltalog: DeltaLog, store: StoreDefinition, newest: int) -> dict[int, int]:
-    import pyarrow.parquet as pq
-
-    for version in range(newest, max(-1, newest - _SEARCH_BACK), -1):
-        files = deltalog.tail_files(path, version - 1, version)
-        if not files:
-            continue
-        try:
-            rows = pq.read_table(files[-1].path, columns=[BATCH_ID, "offsets", "totals_before"]).to_pylist()
-        except (OSError, ValueError) as exc:
-            raise FreshReadError(f"store {store.name!r}: reading its newest audit row failed: {exc}") from exc
-        row = max(rows, key=lambda r: r[BATCH_ID])
-        before = json.loads(row["totals_before"] or "{}").get("hi", {})
-        out = {int(p): int(hi) for p, hi in before.items()}
-        for p, (_, hi) in json.loads(row["offsets"]).items():
-            out[int(p)] = max(out.get(int(p), -1), int(hi))
-        return out
-    raise FreshReadError(f"store {store.name!r}: no audit row in the newest {_SEARCH_BACK} commits of its intake "
-                         "table; the stream's committed position is unknown")
 
 
 def _typed(value: Any, type_: str) -> Any:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import KEY, WINDOW_END, WINDOW_START, store_key_columns
+from deltastate.changelog.layout import KEY, OP, OP_PUT, WINDOW_END, WINDOW_START, store_key_columns
 from deltastate.changelog.rules import retained_column
 from deltastate.config import Settings
 from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from deltastate.query.fresh import Overlay
 
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-FRESH_OP = "op"  # the overlay's column telling puts from tombstones
+FRESH_OP = OP  # the overlay's column telling puts from tombstones
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class Queries:
         snap.con.register(f"_fresh_{store.name}", overlay.rows)
         same = " AND ".join(f"f.{quote(c)} = s.{quote(c)}" for c in store_key_columns(store))
         merged = (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
-                  f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = 'put')")
+                  f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = '{OP_PUT}')")
         if not overlay.horizon:
             return merged
         # Entries past retention at the newer stream times have left the store (see query/fresh.py).

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from deltastate.changelog.layout import KEY, store_key_columns
+from deltastate.changelog.layout import KEY, SOURCE_PARTITION, store_key_columns
 from deltastate.errors import KeyNotFoundError
 from deltastate.ingest.partitioner import partition_for
 from deltastate.query.consistency import check_consistency, served_version, shape_columns, shape_row
@@ -275,7 +275,7 @@ def key_metadata(request: Request, store: Store, key: Key, options: Options) -> 
         return _answer(reading, {
             "store": store, "key": key, "topic": d.source.topic, "partitions": d.source.partitions,
             "partition": partition_for(key, d.source.partitions), "present": bool(found.rows),
-            "source_partition": found.rows[0].get("source_partition") if found.rows else None,
+            "source_partition": found.rows[0].get(SOURCE_PARTITION) if found.rows else None,
             "snapshot_version": fresh.snapshot_version, "changelog_version": fresh.changelog_version,
             "newest_changelog_version": fresh.newest_changelog_version})
 

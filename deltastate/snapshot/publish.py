@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deltastate import metrics
+from deltastate.changelog import intake
 from deltastate.changelog.layout import (
     BATCH_ID,
     CHANGELOG,
     EVENT_TIME,
-    INTAKE,
     SOURCE_OFFSET,
     SOURCE_PARTITION,
     WRITE_TIME,
     store_key_columns,
 )
-from deltastate.changelog.reader import latest_commit, latest_state, stream_times
+from deltastate.changelog.reader import latest_commit, latest_state
 from deltastate.changelog.rules import retained_column, retention_horizon
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError
@@ -109,15 +109,14 @@ def _retained(spark: SparkSession, settings: Settings, store: StoreDefinition, s
     spec = backend_of(store).retention_spec(store)
     if spec is None:
         return state, None, None
-    latest = latest_commit(spark, settings.table_path(store.storage, INTAKE))
-    intake_version = None if latest is None else latest[0]
-    times = {} if intake_version is None else stream_times(spark, settings, store, intake_version)
+    version = intake.intake_version(spark, settings, store)
+    times = {} if version is None else intake.stream_times(spark, settings, store, intake_version=version)
     recorded = json.dumps({str(p): ms for p, ms in sorted(times.items())})
     if not times:
-        return state, intake_version, recorded
+        return state, version, recorded
     pairs = [c for p, ms in sorted(times.items()) for c in (F.lit(p), F.lit(retention_horizon(spec, ms)))]
     horizon = F.element_at(F.create_map(*pairs), F.col(SOURCE_PARTITION))
-    return state.where(horizon.isNull() | (F.col(retained_column(spec)) > horizon)), intake_version, recorded
+    return state.where(horizon.isNull() | (F.col(retained_column(spec)) > horizon)), version, recorded
 
 
 @contextmanager

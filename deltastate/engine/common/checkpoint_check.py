@@ -19,13 +19,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import CHANGELOG, INTAKE, SEGMENT, segment_of
+from deltastate.changelog.layout import CHANGELOG, EPOCH, INTAKE, LINEAGE_ID, SEGMENT, segment_of
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import log_snapshot, newest_batch
 from deltastate.config import Settings
-from deltastate.engine.common.lineage import LINEAGE_FILE, Lineage
+from deltastate.engine.common.lineage import LINEAGE_FILE, Lineage, read_marker
 from deltastate.engine.common.source import QUERY
 from deltastate.errors import CheckpointMismatchError
+from deltastate.infra.offset_log import COMMITS, OFFSETS, committed_batches, newest_planned, planned_batches, read_entry
 from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.state import PROVIDER_KEY
@@ -43,33 +44,29 @@ def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str)
     if not table_exists(spark, path):
         return {}
     rows = (spark.read.format("delta").load(path)
-            .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col("lineage_id") != F.lit(lineage_id))
-                   & ~F.col("lineage_id").startswith(CLEANUP_PREFIX))
-            .groupBy("lineage_id").agg(F.max("epoch").alias("epoch")).collect())
-    return {r["lineage_id"]: int(r["epoch"]) for r in rows if r["epoch"] is not None and r["epoch"] >= epoch}
+            .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col(LINEAGE_ID) != F.lit(lineage_id))
+                   & ~F.col(LINEAGE_ID).startswith(CLEANUP_PREFIX))
+            .groupBy(LINEAGE_ID).agg(F.max(EPOCH).alias(EPOCH)).collect())
+    return {r[LINEAGE_ID]: int(r[EPOCH]) for r in rows if r[EPOCH] is not None and r[EPOCH] >= epoch}
 
 
 def _lineages(spark: SparkSession, path: str) -> set[str]:
     if not table_exists(spark, path):
         return set()
-    rows = spark.read.format("delta").load(path).where(F.col("lineage_id").isNotNull()).select("lineage_id").distinct()
-    return {r["lineage_id"] for r in rows.collect()}
+    rows = spark.read.format("delta").load(path).where(F.col(LINEAGE_ID).isNotNull()).select(LINEAGE_ID).distinct()
+    return {r[LINEAGE_ID] for r in rows.collect()}
 
 
 def _has_lineage_rows(spark: SparkSession, path: str) -> bool:
     snapshot = log_snapshot(spark, path)
     if snapshot is None or snapshot.numOfFiles() == 0:  # a new store's empty table: no read
         return False
-    return bool(spark.read.format("delta").load(path).where(F.col("lineage_id").isNotNull()).limit(1).collect())
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+    return bool(spark.read.format("delta").load(path).where(F.col(LINEAGE_ID).isNotNull()).limit(1).collect())
 
 
 def query_started(query_checkpoint: str) -> bool:
     folder = Path(query_checkpoint)
-    return (folder / "metadata").is_file() or bool(_batch_ids(folder / "offsets"))
+    return (folder / "metadata").is_file() or bool(planned_batches(folder))
 
 
 def any_query_started(checkpoint: str) -> bool:
@@ -85,7 +82,7 @@ def _refuse(store: str, problem: str) -> CheckpointMismatchError:
 
 def _check_query(store: str, folder: Path, newest_in_table: int | None, table: str, stateful: bool) -> None:
     """One query's checkpoint folder against the newest batch its lineage wrote to its table."""
-    offsets, commits = _batch_ids(folder / "offsets"), _batch_ids(folder / "commits")
+    offsets, commits = planned_batches(folder), committed_batches(folder)
     if not folder.is_dir() or not (offsets or (folder / "metadata").is_file()):
         if newest_in_table is not None:
             raise _refuse(store, f"checkpoint {folder} is missing, but the {table} table holds batches up "
@@ -96,8 +93,8 @@ def _check_query(store: str, folder: Path, newest_in_table: int | None, table: s
                              f"{offsets[-1] if offsets else None})")
     try:
         json.loads((folder / "metadata").read_text())["id"]
-        if offsets and not (folder / "offsets" / str(offsets[-1])).read_text().startswith("v"):
-            raise ValueError(f"offsets/{offsets[-1]} is not an offset log entry")
+        if offsets and not read_entry(folder, offsets[-1]).version.startswith("v"):
+            raise ValueError(f"{OFFSETS}/{offsets[-1]} is not an offset log entry")
     except (ValueError, KeyError, OSError) as exc:
         raise _refuse(store, f"checkpoint {folder} is unreadable ({exc})") from exc
     if newest_in_table is not None and (not offsets or newest_in_table > offsets[-1]):
@@ -112,13 +109,8 @@ def _check_query(store: str, folder: Path, newest_in_table: int | None, table: s
 def checkpoint_state_provider(query_checkpoint: str) -> str | None:
     """The state store provider class a query's offset log pins (None before its first batch).
     Spark restores it from the log on restart, whatever the session says."""
-    folder = Path(query_checkpoint) / "offsets"
-    batches = _batch_ids(folder)
-    if not batches:
-        return None
-    lines = (folder / str(batches[-1])).read_text().splitlines()
-    conf = json.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
-    return conf.get(PROVIDER_KEY)
+    newest = newest_planned(query_checkpoint)
+    return None if newest is None else newest.conf.get(PROVIDER_KEY)
 
 
 def _check_provider(store: StoreDefinition, folder: Path) -> None:
@@ -148,7 +140,7 @@ def drop_orphan_temp_files(checkpoint: Path) -> list[Path]:
     if not checkpoint.is_dir():
         return removed
     for query in (q for q in checkpoint.iterdir() if q.is_dir()):
-        for folder in (query, query / "offsets", query / "commits", *sorted((query / "sources").glob("*"))):
+        for folder in (query, query / OFFSETS, query / COMMITS, *sorted((query / "sources").glob("*"))):
             if not folder.is_dir():
                 continue
             for f in folder.iterdir():
@@ -170,8 +162,7 @@ def verify_checkpoint(spark: SparkSession, settings: Settings, store: StoreDefin
                                       f"changelog and intake tables hold batches of {written} earlier run(s)")
         return
     try:
-        data = json.loads(marker.read_text())
-        lineage_id, epoch = str(data["lineage_id"]), int(data["epoch"])
+        lineage_id, epoch = read_marker(marker)
     except (ValueError, KeyError, OSError) as exc:
         raise _refuse(store.name, f"{marker} is unreadable ({exc})") from exc
     # Cleanup's tombstones (lineage_id deltastate-cleanup/...) are appended beside the stream, not by another lineage.

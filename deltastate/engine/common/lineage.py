@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from deltastate.changelog.layout import CHANGELOG
+from deltastate.changelog.layout import CHANGELOG, EPOCH
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -40,16 +40,23 @@ def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition)
     path = settings.table_path(store.storage, CHANGELOG)
     if not table_exists(spark, path):
         return 0
-    row = spark.read.format("delta").load(path).agg({"epoch": "max"}).first()
+    row = spark.read.format("delta").load(path).agg({EPOCH: "max"}).first()
     return 0 if row is None or row[0] is None else int(row[0]) + 1
+
+
+def read_marker(marker: Path) -> tuple[str, int]:
+    """(lineage id, epoch) a checkpoint's lineage file records; ValueError, KeyError or OSError when
+    it is unreadable."""
+    data = json.loads(marker.read_text())
+    return str(data["lineage_id"]), int(data["epoch"])
 
 
 def load_or_create(spark: SparkSession, settings: Settings, store: StoreDefinition) -> Lineage:
     checkpoint = settings.checkpoint_path(store.storage)
     marker = Path(checkpoint) / LINEAGE_FILE
     if marker.is_file():
-        data = json.loads(marker.read_text())
-        return Lineage(store.name, data["lineage_id"], int(data["epoch"]), checkpoint)
+        lineage_id, epoch = read_marker(marker)
+        return Lineage(store.name, lineage_id, epoch, checkpoint)
     lineage = Lineage(store.name, uuid.uuid4().hex, _next_epoch(spark, settings, store), checkpoint)
     marker.parent.mkdir(parents=True, exist_ok=True)
     tmp = marker.with_suffix(".tmp")

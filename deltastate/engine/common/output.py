@@ -11,7 +11,7 @@ from deltastate.changelog.layout import BATCH_ID, LINEAGE_ID, WRITE_TIME
 from deltastate.engine.common.lineage import Lineage
 
 # The counts an audit row holds per partition, in this order: records_in = applied + dead_lettered.
-COUNTS = ("records_in", "applied", "dead_lettered", "tombstones")
+COUNTS = layout.AUDIT_COUNTS
 
 
 def dead_letter_rows(failed: DataFrame, lineage: Lineage, batch_id: int) -> DataFrame:

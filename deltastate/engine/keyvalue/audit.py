@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import BATCH_ID, INTAKE, LINEAGE_ID
-from deltastate.changelog.tables import table_exists
-from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
+from deltastate.changelog.intake import carried_counts_json, lineage_audits, newest_lineage_audit
+from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.txn_log import UnknownFromLog
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS
@@ -102,15 +102,7 @@ def advance(ledger: Ledger, audit: BatchCounts, batch_id: int) -> Ledger:
 
 def ledger_json(ledger: Ledger) -> str:
     """The ledger a batch starts from, as its audit row's totals_before."""
-    return json.dumps({"counts": {str(p): list(c) for p, c in sorted(ledger.counts.items())},
-                       "hi": {str(p): hi for p, hi in sorted(ledger.hi.items())}})
-
-
-def _carried(row, before_batch: int) -> Ledger:
-    """The ledger the row's batch started from (its totals_before)."""
-    carried = json.loads(row["totals_before"])
-    return Ledger(before_batch, {int(p): tuple(c) for p, c in carried["counts"].items()},
-                  {int(p): hi for p, hi in carried["hi"].items()})
+    return carried_counts_json(ledger.counts, ledger.hi)
 
 
 def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
@@ -121,23 +113,19 @@ def load_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
     the log names that row's batch (txn_log), so a run's start costs one row, not the lineage's
     history. A replay of that very batch takes its totals_before and is marked audited. Tables that
     cannot answer so (older rows without totals_before, expiring txn entries) are summed instead."""
-    path = settings.table_path(store.storage, INTAKE)
     try:
-        newest = newest_lineage_row(spark, path, lineage.app_id(INTAKE), lineage.lineage_id,
-                                    ["offsets", "partition_counts", "totals_before"])
+        newest = newest_lineage_audit(spark, settings, store, lineage.app_id(INTAKE), lineage.lineage_id)
     except UnknownFromLog:
         return scan_ledger(spark, settings, store, lineage, before_batch)
     if newest is None:
         return Ledger(before_batch)
-    batch_id, row = newest
-    if row["totals_before"] is None or batch_id > before_batch:
+    if newest.carried is None or newest.batch_id > before_batch:
         return scan_ledger(spark, settings, store, lineage, before_batch)
-    ledger = _carried(row, before_batch)
-    if batch_id == before_batch:  # a replay of the lineage's newest audited batch
+    ledger = Ledger(before_batch, dict(newest.carried.counts), dict(newest.carried.hi))
+    if newest.batch_id == before_batch:  # a replay of the lineage's newest audited batch
         ledger.audited = True
         return ledger
-    own = BatchCounts({int(p): tuple(c) for p, c in json.loads(row["partition_counts"]).items()},
-                     {int(p): tuple(r) for p, r in json.loads(row["offsets"]).items()}, {})
+    own = BatchCounts(dict(newest.counts or {}), dict(newest.offsets), {})
     return advance(ledger, own, before_batch - 1)
 
 
@@ -145,26 +133,18 @@ def scan_ledger(spark: SparkSession, settings: Settings, store: StoreDefinition,
                 before_batch: int) -> Ledger:
     """load_ledger by summing every audit row of the lineage before before_batch."""
     ledger = Ledger(before_batch)
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return ledger
-    table = spark.read.format("delta").load(path)
-    # A table from before partition_counts gains the column with this engine's first audit append.
-    counts = F.col("partition_counts") if "partition_counts" in table.columns else F.lit(None).cast("string")
-    rows = (table.where((F.col(LINEAGE_ID) == lineage.lineage_id) & (F.col(BATCH_ID) <= before_batch))
-            .select(BATCH_ID, "offsets", counts.alias("partition_counts")).collect())
-    for row in rows:
-        if row[BATCH_ID] == before_batch:
+    for row in lineage_audits(spark, settings, store, lineage.lineage_id, before_batch):
+        if row.batch_id == before_batch:
             ledger.audited = True
             continue
-        if row["partition_counts"] is None:
-            raise AuditMismatchError(f"store {store.name!r}: audit row of batch {row['batch_id']} of lineage "
+        if row.counts is None:
+            raise AuditMismatchError(f"store {store.name!r}: audit row of batch {row.batch_id} of lineage "
                                      f"{lineage.lineage_id} has no partition counts")
-        for p, delta in json.loads(row["partition_counts"]).items():
-            was = ledger.counts.get(int(p), (0, 0, 0, 0))
-            ledger.counts[int(p)] = tuple(a + b for a, b in zip(was, delta, strict=True))
-        for p, (_, hi) in json.loads(row["offsets"]).items():
-            ledger.hi[int(p)] = max(ledger.hi.get(int(p), hi), hi)
+        for p, delta in row.counts.items():
+            was = ledger.counts.get(p, (0, 0, 0, 0))
+            ledger.counts[p] = tuple(a + b for a, b in zip(was, delta, strict=True))
+        for p, (_, hi) in row.offsets.items():
+            ledger.hi[p] = max(ledger.hi.get(p, hi), hi)
     return ledger
 
 

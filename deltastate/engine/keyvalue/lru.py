@@ -26,14 +26,25 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from deltastate.changelog.layout import DELETE_REASON, EVENT_TIME, REASON_EVICTED, SOURCE_OFFSET, SOURCE_PARTITION
+from deltastate.changelog.layout import (
+    APPLIED,
+    AUDIT_COUNTS,
+    DEAD_LETTERED,
+    DELETE_REASON,
+    EVENT_TIME,
+    REASON_EVICTED,
+    RECORDS_IN,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    TOMBSTONES,
+)
 from deltastate.engine.keyvalue.fold import EVENT_TIME_SLOT, FoldSpec
 from deltastate.engine.keyvalue.plan import AUDIT_COLUMNS, AUDIT_PARTITION
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.ops import MAX, combine, op, spark_contribution
 
 _STATE_SCHEMA = "entries string, totals string"
-_TOTALS = ("records_in", "applied", "dead_lettered", "tombstones")
+_TOTALS = AUDIT_COUNTS  # their names key the totals each partition keeps in its state
 
 
 def _slot_combines(store: StoreDefinition, fold: FoldSpec) -> list[tuple[str, str]]:
@@ -131,18 +142,18 @@ def _partition_update(store: StoreDefinition, ops: list[tuple[str, str]]):
         for row in batch.itertuples(index=False):
             pos, kafka_us = int(row.offset), None if pd.isna(row.kafka_us) else int(row.kafka_us)
             if not row.seed:
-                totals["records_in"] += 1
+                totals[RECORDS_IN] += 1
                 totals["lo"] = pos if totals["lo"] is None else min(totals["lo"], pos)
                 totals["hi"] = pos if totals["hi"] is None else max(totals["hi"], pos)
                 if not row.valid:
-                    totals["dead_lettered"] += 1
+                    totals[DEAD_LETTERED] += 1
                     continue
-                totals["applied"] += 1
+                totals[APPLIED] += 1
             k = row.store_key
             values = [None if getattr(row, f"z{i}") else _plain(getattr(row, f"v{i}"), value_types[i])
                       for i in range(slot_count)]
             if row.is_tombstone:
-                totals["tombstones"] += 1
+                totals[TOMBSTONES] += 1
                 entries.pop(k, None)
                 changed[k] = (None, pos, kafka_us, None)
                 continue
@@ -182,7 +193,7 @@ def _output(partition: int, changed: dict, totals: dict[str, Any], value_types: 
                DELETE_REASON: reason}
         row |= {f"r{i}": entry[2 + i] if alive else None for i in range(len(value_types))}
         rows.append(row)
-    if totals["records_in"]:
+    if totals[RECORDS_IN]:
         rows.append({"store_key": None, AUDIT_PARTITION: partition, "audit_lo": totals["lo"],
                      "audit_hi": totals["hi"], "audit_stream_time": totals["stream_time"],
                      **{name: totals[name] for name in _TOTALS}})

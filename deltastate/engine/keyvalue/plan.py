@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import SOURCE_PARTITION
+from deltastate.changelog.layout import APPLIED, AUDIT_COUNTS, DEAD_LETTERED, RECORDS_IN, SOURCE_PARTITION, TOMBSTONES
 from deltastate.config import Settings
 from deltastate.engine.keyvalue.fold import POS, FoldSpec, arg_columns, event_args, fold_over_args, seed_args
 from deltastate.ingest.decode import classify
@@ -37,7 +37,7 @@ def classified_stream(source: DataFrame, settings: Settings, store: StoreDefinit
 AUDIT_PARTITION = "audit_partition"
 # The audit group's running totals (a sum over no rows is null: read as 0), in engine.common.output.COUNTS order,
 # then offsets and stream time.
-AUDIT_COLUMNS = ("records_in", "applied", "dead_lettered", "tombstones", "audit_lo", "audit_hi", "audit_stream_time")
+AUDIT_COLUMNS = (*AUDIT_COUNTS, "audit_lo", "audit_hi", "audit_stream_time")
 
 
 def _audit_aggregates() -> list:
@@ -45,10 +45,10 @@ def _audit_aggregates() -> list:
     audit, valid, tomb = F.col("__audit"), F.col("__valid"), F.col("is_tombstone")
     one = F.lit(1).cast("bigint")
     return [
-        F.sum(F.when(audit, one)).alias("records_in"),
-        F.sum(F.when(audit & valid, one)).alias("applied"),
-        F.sum(F.when(audit & ~valid, one)).alias("dead_lettered"),
-        F.sum(F.when(audit & valid & tomb, one)).alias("tombstones"),
+        F.sum(F.when(audit, one)).alias(RECORDS_IN),
+        F.sum(F.when(audit & valid, one)).alias(APPLIED),
+        F.sum(F.when(audit & ~valid, one)).alias(DEAD_LETTERED),
+        F.sum(F.when(audit & valid & tomb, one)).alias(TOMBSTONES),
         F.min(F.when(audit, F.col("offset"))).alias("audit_lo"),
         F.max(F.when(audit, F.col("offset"))).alias("audit_hi"),
         F.max(F.when(audit & valid & ~tomb, F.col("__event_ms"))).alias("audit_stream_time"),

@@ -10,7 +10,6 @@ position and the layout is checked before use.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +24,7 @@ from deltastate.engine.common.lineage import LINEAGE_FILE, load_or_create
 from deltastate.engine.common.source import QUERY
 from deltastate.engine.keyvalue.plan import AUDIT_PARTITION
 from deltastate.errors import CheckpointMismatchError
+from deltastate.infra.offset_log import COMMITS, SHUFFLE_PARTITIONS, read_entry
 from deltastate.stores.definition import StoreDefinition
 
 _FOLD_FIELDS = ("first_pos", "last_pos", "reset_pos", "n")
@@ -57,8 +57,7 @@ def check_state_files(store: str, query_checkpoint: str, batch_id: int) -> None:
     Spark's reader needs one folder with files per shard (the batch's shuffle partitions, from its
     offset log entry) of the aggregation's operator, and a state folder deleted or copied in part
     would otherwise end in a JVM error per shard."""
-    lines = Path(query_checkpoint, "offsets", str(batch_id)).read_text().splitlines()
-    shards = int(json.loads(lines[1])["conf"]["spark.sql.shuffle.partitions"])
+    shards = int(read_entry(query_checkpoint, batch_id).conf[SHUFFLE_PARTITIONS])
     state = Path(query_checkpoint, "state", "0")
     missing = [p for p in range(shards) if not (state / str(p)).is_dir()
                or not any(f.name[0].isdigit() for f in (state / str(p)).iterdir())]
@@ -70,7 +69,7 @@ def check_state_files(store: str, query_checkpoint: str, batch_id: int) -> None:
 
 
 def newest_committed_batch(query_checkpoint: str) -> tuple[int, datetime] | None:
-    commits = [p for p in Path(query_checkpoint, "commits").glob("*") if p.name.isdigit()]
+    commits = [p for p in Path(query_checkpoint, COMMITS).glob("*") if p.name.isdigit()]
     if not commits:
         return None
     newest = max(commits, key=lambda p: int(p.name))

@@ -124,7 +124,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
 
 def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                         topic: str, audit: BatchCounts, batch_id: int, path: str) -> None:
-    expected = audit.total("dead_lettered")
+    expected = audit.total(layout.DEAD_LETTERED)
     if not expected:
         return
     with reread_dead_letters(spark, settings, store, topic, audit.with_dead_letters()) as failed:

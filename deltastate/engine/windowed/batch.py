@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, audit_record
 from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (
     SOURCE_OFFSET,
     SOURCE_PARTITION,
@@ -46,14 +47,13 @@ from deltastate.engine.windowed.stream_time import (
     advance,
     load_stream_times,
     split_partitions,
-    stream_times_json,
 )
 from deltastate.engine.windowed.windows import window_changes, window_contributions
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
-LATE = "late"
+LATE = layout.REASON_LATE
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefiniti
                        session_merge.output_ddl(store))).localCheckpoint(eager=True)
     puts = out.where(F.col("kind") == "put")
     removed = out.where(F.col("kind") == "delete")
-    late = out.where(F.col("kind") == "late").select(F.col(SOURCE_PARTITION).alias("partition"),
+    late = out.where(F.col("kind") == session_merge.LATE).select(F.col(SOURCE_PARTITION).alias("partition"),
                                                      F.col(SOURCE_OFFSET).alias("offset"))
     return WindowedChanges(puts, removed, late, (out,))
 
@@ -197,10 +197,10 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             # The first action reads, classifies and times the batch into the cache, and tells
             # whether it deletes anything before the windows are planned.
             per_partition = b.groupBy("partition").agg(
-                F.count(F.lit(1)).alias("records_in"),
+                F.count(F.lit(1)).alias(layout.RECORDS_IN),
                 F.count_if(F.col("reason").isNotNull()).alias("failed"),
-                F.count_if(IS_DELETE).alias("tombstones"),
-                F.count_if(IS_LATE).alias("late"),
+                F.count_if(IS_DELETE).alias(layout.TOMBSTONES),
+                F.count_if(IS_LATE).alias(layout.LATE),
                 F.min("offset").alias("lo"), F.max("offset").alias("hi"),
                 F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
                 F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi"),
@@ -214,24 +214,24 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             # Entries no partition retains any longer cannot change: the state read skips them.
             horizon = min(retention_horizon(spec, t) for t in clock.times.values()) if clock.times else None
             step = _session_batch if store.session else _window_batch
-            has_deletes = any(int(r["tombstones"]) for r in per_partition)
+            has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
             changes = step(spark, settings, store, lineage, batch_id, b.where(F.col(IS_EVENT)),
                            b.where(F.col(IS_DELETE)), horizon, has_deletes)
             cached += changes.cached
             session_late = changes.late
             # Late events: window stores know theirs from the pass, session stores from the merge.
-            late_by_partition = ({int(r["partition"]): int(r["late"]) for r in per_partition}
+            late_by_partition = ({int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
                                  if session_late is None else
                                  {int(r["partition"]): int(r["count"])
                                   for r in session_late.groupBy("partition").count().collect()})
             counts = {}
             for r in per_partition:
                 p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
-                counts[p] = (int(r["records_in"]), int(r["records_in"]) - int(r["failed"]) - n_late,
-                             int(r["failed"]) + n_late, int(r["tombstones"]))
+                counts[p] = (int(r[layout.RECORDS_IN]), int(r[layout.RECORDS_IN]) - int(r["failed"]) - n_late,
+                             int(r["failed"]) + n_late, int(r[layout.TOMBSTONES]))
             totals = {name: sum(c[i] for c in counts.values()) for i, name in enumerate(COUNTS)}
-            totals["late"] = sum(late_by_partition.values())
-            if totals["dead_lettered"]:
+            totals[layout.LATE] = sum(late_by_partition.values())
+            if totals[layout.DEAD_LETTERED]:
                 dead = _dead_letters(b, session_late)
                 append_once(dead_letter_rows(dead, lineage, batch_id), paths[layout.DEADLETTER],
                             lineage.app_id(layout.DEADLETTER), batch_id)
@@ -240,7 +240,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             audit = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
                 lineage.lineage_id, batch_id, counts,
                 {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
-                batch_max, stream_times_json(clock.times), late=totals["late"]))
+                batch_max, carried_stream_times_json(clock.times), late=totals[layout.LATE]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
             rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
             by_op = committer.commit(rows, batch_id, audit, {op: F.count_if(F.col(layout.OP) == F.lit(op))
@@ -255,7 +255,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
         if listener:
             # The windows are computed lazily, inside the changelog append.
             phases = {"read": read - started, "state_and_commit": logged - read}
-            listener(BatchReport(batch_id, totals["records_in"], totals["applied"], totals["dead_lettered"],
-                                 totals["tombstones"], totals["late"], by_op, phases, committed_row))
+            listener(BatchReport(batch_id, *(totals[name] for name in COUNTS), totals[layout.LATE], by_op, phases,
+                                 committed_row))
 
     return write

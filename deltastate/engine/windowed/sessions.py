@@ -20,13 +20,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION
+from deltastate.changelog.layout import REASON_LATE, SOURCE_OFFSET, SOURCE_PARTITION
 from deltastate.changelog.rules import is_retained
 from deltastate.engine.windowed.lateness import session_late
 from deltastate.stores.definition import Aggregation, SessionSpec, StoreDefinition
 from deltastate.stores.ops import MEAN, combine, contribution, op
 
 STATE, RECORD = 0, 1  # row kinds of the merge input; state rows sort first within a key
+LATE = REASON_LATE  # the output row kind of a record too late for any session: a dead letter by that reason
 
 
 @dataclass
@@ -201,7 +202,7 @@ def merge_partition(store: StoreDefinition, batches: Iterator[pa.RecordBatch]) -
             emit("delete", key, start, end, None, None, partition, offset, None)
         by_offset = {r["offset"]: r for r in records}
         for off in res.late_offsets:
-            emit("late", key, None, None, None, None, by_offset[off]["partition"], off, None)
+            emit(LATE, key, None, None, None, None, by_offset[off]["partition"], off, None)
 
     # Each row as a dict of only the fields its kind uses (a record's, or a state entry's).
     record_fields = ["partition", "offset", "ts", "stream_time", "store_time", "is_delete",

@@ -10,15 +10,12 @@ maxRecordsPerPartition, neither of which deltastate sets); `split_partitions` ch
 
 from __future__ import annotations
 
-import json
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.layout import BATCH_ID, INTAKE, LINEAGE_ID
-from deltastate.changelog.rules import STREAM_TIMES, merge_stream_times
-from deltastate.changelog.tables import table_exists
-from deltastate.changelog.txn_log import UnknownFromLog, newest_lineage_row
+from deltastate.changelog.intake import newest_lineage_audit, stream_times
+from deltastate.changelog.layout import INTAKE
+from deltastate.changelog.txn_log import UnknownFromLog
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
@@ -26,11 +23,6 @@ from deltastate.stores.definition import StoreDefinition
 STREAM_TIME = "stream_time"
 READ_TASK = "read_task"  # the Spark partition that read the record, for split_partitions
 _FUNCTION = "deltastate_stream_time"
-
-
-def stream_times_json(times: dict[int, int]) -> str:
-    """The stream times a batch starts from, as its audit row's totals_before."""
-    return json.dumps({"stream_times": {str(p): ms for p, ms in sorted(times.items())}})
 
 
 def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
@@ -41,33 +33,22 @@ def load_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
     Read from the lineage's newest audit row (txn_log names its batch): its totals_before, advanced
     by its own batch unless it is the batch being replayed. A lineage's first batch, and tables
     whose rows or log cannot answer so, take the maximum over the history instead."""
-    path = settings.table_path(store.storage, INTAKE)
     try:
-        newest = newest_lineage_row(spark, path, lineage.app_id(INTAKE), lineage.lineage_id,
-                                    ["stream_times", "totals_before"])
+        newest = newest_lineage_audit(spark, settings, store, lineage.app_id(INTAKE), lineage.lineage_id)
     except UnknownFromLog:
         newest = None
-    if newest is None or newest[1]["totals_before"] is None or newest[0] > before_batch:
+    if newest is None or newest.carried is None or newest.batch_id > before_batch:
         return scan_stream_times(spark, settings, store, lineage, before_batch)
-    batch_id, row = newest
-    carried = {int(p): ms for p, ms in json.loads(row["totals_before"])["stream_times"].items()}
-    if batch_id == before_batch:
+    carried = dict(newest.carried.stream_times)
+    if newest.batch_id == before_batch:
         return carried
-    own = {int(p): ms for p, ms in json.loads(row["stream_times"] or "{}").items()}
-    return advance(carried, own)
+    return advance(carried, dict(newest.stream_times))
 
 
 def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
                       before_batch: int) -> dict[int, int]:
     """load_stream_times as the maximum over every audit row it covers."""
-    path = settings.table_path(store.storage, INTAKE)
-    if not table_exists(spark, path):
-        return {}
-    rows = (spark.read.format("delta").load(path)
-            .where(~((F.col(LINEAGE_ID) == lineage.lineage_id) & (F.col(BATCH_ID) >= before_batch)))
-            .where(F.col(STREAM_TIMES).isNotNull())
-            .select(STREAM_TIMES).collect())
-    return merge_stream_times({}, (row[STREAM_TIMES] for row in rows))
+    return stream_times(spark, settings, store, before=(lineage.lineage_id, before_batch))
 
 
 def _lookup(prev: dict[int, int], partition: Column) -> Column:
