@@ -120,10 +120,11 @@ def cutover(ctx: click.Context, store: str, wait: float, as_json: bool) -> None:
     """Stop the old version, let the new one finish, check it, switch the current version, publish."""
     from deltastate.migration.steps import cutover as cutover_step
     from deltastate.migration.steps import progress_printer
-    from deltastate.stores.current import read_control
+    from deltastate.stores.current import read_record
 
     settings = settings_of(ctx)
-    to_version = int((read_control(settings, store).get("migration") or {}).get("to", 0))
+    migration = read_record(settings, store).migration
+    to_version = 0 if migration is None else migration.to_version
     progress = progress_printer(store, to_version, _progress_line)
     _emit(cutover_step(_spark(settings, store), settings, store, wait_s=wait, progress=progress).to_dict(), as_json)
 

@@ -132,11 +132,11 @@ def plan_migration(spark: SparkSession, settings: Settings, live: StoreDefinitio
 
 def estimate(settings: Settings, store: str, build: str, work: int) -> tuple[float | None, str]:
     """Seconds for `work` records at the rate this store's last build of the same kind measured."""
-    from deltastate.stores.current import read_control
+    from deltastate.stores.current import read_record
 
-    rate = (read_control(settings, store).get("rates") or {}).get(build)
-    if not rate or not rate.get("seconds"):
+    rate = read_record(settings, store).rates.get(build)
+    if not rate or not rate.seconds:
         return None, (f"no {build} build of this store measured yet (each `migrate start` records its rate; "
                       "`deltastate bench migrate` measures both kinds)")
-    per_s = rate["records"] / rate["seconds"]
+    per_s = rate.records / rate.seconds
     return round(work / per_s, 1), f"at {per_s:,.0f} records/s, measured by the last {build} build"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,9 +36,9 @@ from deltastate.migration.seed import committed_state, seed_changelog, seed_stre
 from deltastate.report import Report
 from deltastate.stores import load_store
 from deltastate.stores.backends import backend_of
-from deltastate.stores.current import read_control, write_control
+from deltastate.stores.current import BuildRate, Migration, VersionRecord, read_record, write_record
 from deltastate.stores.definition import StoreDefinition
-from deltastate.stores.fence import BUILDING, CUT_OVER, CUTOVER, ROLLED_BACK
+from deltastate.stores.fence import BUILDING, CUT_OVER, CUTOVER, RETIRED, ROLLED_BACK
 
 OLD_WRITER_WAIT_S = 120.0  # how long cutover waits for the old version's stream to stop
 
@@ -66,15 +66,16 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _migration(settings: Settings, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    control = read_control(settings, name)
-    return control, dict(control.get("migration") or {})
-
-
-def _pair(settings: Settings, name: str, migration: dict[str, Any]) -> tuple[StoreDefinition, StoreDefinition]:
-    if not migration:
+def _started(settings: Settings, name: str) -> tuple[VersionRecord, Migration]:
+    """The version record and its migration; refused when no migration was started."""
+    record = read_record(settings, name)
+    if record.migration is None:
         raise MigrationError(f"store {name!r}: no migration was started (`deltastate migrate start {name} --to N`)")
-    return load_store(settings, name, int(migration["from"])), load_store(settings, name, int(migration["to"]))
+    return record, record.migration
+
+
+def _pair(settings: Settings, name: str, migration: Migration) -> tuple[StoreDefinition, StoreDefinition]:
+    return load_store(settings, name, migration.from_version), load_store(settings, name, migration.to_version)
 
 
 @metrics.migration_step
@@ -84,25 +85,30 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
     `progress` hears each micro-batch of that run."""
     began = time.monotonic()
     live = load_store(settings, name)
-    control, migration = _migration(settings, name)
-    again = migration.get("to") == to_version and migration.get("phase") in (BUILDING, CUTOVER, ROLLED_BACK)
-    if again:
-        live = load_store(settings, name, int(migration["from"]))  # a repeated start: go on building
+    record = read_record(settings, name)
+    migration = record.migration
+    again = (migration is not None and migration.to_version == to_version
+             and migration.phase in (BUILDING, CUTOVER, ROLLED_BACK))
+    if migration is not None and again:
+        live = load_store(settings, name, migration.from_version)  # a repeated start: go on building
+        target = load_store(settings, name, to_version)
+        plan = dict(migration.plan or {})
+        migration = replace(migration, from_version=live.value_version, phase=BUILDING,
+                            started_at=migration.started_at or _now(), plan=plan)
     else:
         check_target(live, to_version)
-        if migration and migration.get("phase") not in (CUT_OVER, "retired"):
-            raise MigrationError(f"store {name!r}: a migration to version {migration.get('to')} is in phase "
-                                 f"{migration.get('phase')!r}; finish it (cutover) or roll it back first")
-        migration = {}
-    target = load_store(settings, name, to_version)
-    plan = migration["plan"] if again else plan_migration(spark, settings, live, target).to_dict()
-    migration = {**migration, "from": live.value_version, "to": to_version, "phase": BUILDING,
-                 "started_at": migration.get("started_at") or _now(), "plan": plan}
-    write_control(settings, name, {**control, "current": live.value_version, "migration": migration})
+        if migration is not None and migration.phase not in (CUT_OVER, RETIRED):
+            raise MigrationError(f"store {name!r}: a migration to version {migration.to_version} is in phase "
+                                 f"{migration.phase!r}; finish it (cutover) or roll it back first")
+        target = load_store(settings, name, to_version)
+        plan = plan_migration(spark, settings, live, target).to_dict()
+        migration = Migration(live.value_version, to_version, BUILDING, started_at=_now(), plan=plan)
+    build = plan["build"]
+    write_record(settings, name, replace(record, current=live.value_version, migration=migration))
     planned = time.monotonic()
     ensure_tables(spark, settings, target)
     checkpoint = settings.checkpoint_path(target.storage)
-    if plan["build"] == "seed" and load_plan(checkpoint) is None:
+    if build == "seed" and load_plan(checkpoint) is None:
         state, position = committed_state(spark, settings, live)
         offsets = position.next_offsets
         seed = transformed(state, live, target).persist()
@@ -120,25 +126,25 @@ def start(spark: SparkSession, settings: Settings, name: str, to_version: int,
         finally:
             seed.unpersist()
         save_plan(lineage.checkpoint, ResumePlan(offsets, seed_path))
-        migration.update(seeded_rows=rows, seed_offsets={str(p): o for p, o in offsets.items()})
-        write_control(settings, name, {**read_control(settings, name), "migration": migration})
+        migration = replace(migration, seeded_rows=rows, seed_offsets=dict(offsets))
+        write_record(settings, name, replace(read_record(settings, name), migration=migration))
     seeded = time.monotonic()
     result = run_store(settings, name, once=True, version=to_version, listener=progress)
     seconds = time.monotonic() - began
     phases = {"plan": planned - began, "seed": seeded - planned, "run": seconds - (seeded - began)}
-    records = result.records_in + int(migration.get("seeded_rows") or 0)
-    control = read_control(settings, name)
+    records = result.records_in + int(migration.seeded_rows or 0)
+    record = read_record(settings, name)
     if records and seconds > 0:  # the rate the next plan's estimate uses
-        rates = {**(control.get("rates") or {}), plan["build"]: {"records": records, "seconds": round(seconds, 3)}}
-        write_control(settings, name, {**control, "rates": rates})
+        rates = {**record.rates, build: BuildRate(records, round(seconds, 3))}
+        write_record(settings, name, replace(record, rates=rates))
     return StepReport(name, "start", live.value_version, to_version, BUILDING,
-                      {"build": plan["build"], "seeded_rows": migration.get("seeded_rows"),
+                      {"build": build, "seeded_rows": migration.seeded_rows,
                        "records_in": result.records_in, "batches": len(result.progress), "seconds": round(seconds, 2),
                        "phases": {k: round(v, 2) for k, v in phases.items()}})
 
 
 def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
-             seeded: dict[str, int] | None) -> dict[int, int]:
+             seeded: Mapping[int, int] | None) -> dict[int, int]:
     out = {int(p): int(o) for p, o in (seeded or {}).items()}
     for p, o in audit_position(spark, settings, store).next_offsets.items():
         out[p] = max(out.get(p, 0), o)
@@ -148,50 +154,48 @@ def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
 @metrics.migration_step
 def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Phase, and per partition the next offset each version processes and the new version's lag."""
-    control, migration = _migration(settings, name)
+    record, migration = _started(settings, name)
     old, new = _pair(settings, name, migration)
     old_at = _offsets(spark, settings, old, None)
-    new_at = _offsets(spark, settings, new, migration.get("seed_offsets"))
+    new_at = _offsets(spark, settings, new, migration.seed_offsets)
     ends = {p: hi for p, (_lo, hi) in topic_watermarks(settings, old.source.topic).items()}
     partitions = sorted(set(old_at) | set(new_at) | set(ends))
     rows = {str(p): {"old": old_at.get(p), "new": new_at.get(p), "end": ends.get(p),
                      "lag_behind_old": (old_at.get(p, 0) - new_at.get(p, 0)),
                      "lag_behind_topic": (ends.get(p, 0) - new_at.get(p, 0))} for p in partitions}
-    return StepReport(name, "status", old.value_version, new.value_version, migration["phase"],
-                      {"current": control.get("current"), "partitions": rows,
+    return StepReport(name, "status", old.value_version, new.value_version, migration.phase,
+                      {"current": record.current, "partitions": rows,
                        "lag": sum(max(0, r["lag_behind_topic"]) for r in rows.values()),
-                       "started_at": migration.get("started_at"), "cutover_at": migration.get("cutover_at"),
-                       "build": (migration.get("plan") or {}).get("build"),
-                       "seeded_rows": migration.get("seeded_rows")})
+                       "started_at": migration.started_at, "cutover_at": migration.cutover_at,
+                       "build": migration.build, "seeded_rows": migration.seeded_rows})
 
 
 @metrics.migration_step
 def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S,
             progress: BatchListener | None = None) -> StepReport:
     """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
-    control, migration = _migration(settings, name)
+    record, migration = _started(settings, name)
     old, new = _pair(settings, name, migration)
-    if migration["phase"] == CUT_OVER and control.get("current") == new.value_version:
+    if migration.phase == CUT_OVER and record.current == new.value_version:
         _publish(spark, settings, name)  # a cutover repeated after a crash between the switch and the publish
         return StepReport(name, "cutover", old.value_version, new.value_version, CUT_OVER,
-                          {"checks": migration.get("checks"), "repeated": True})
-    if migration["phase"] not in (BUILDING, CUTOVER):
+                          {"checks": migration.checks, "repeated": True})
+    if migration.phase not in (BUILDING, CUTOVER):
         raise MigrationError(f"store {name!r}: migration to version {new.value_version} is in phase "
-                             f"{migration['phase']!r}; cutover follows start")
-    migration["phase"] = CUTOVER
-    write_control(settings, name, {**control, "migration": migration})  # fences the old version's runs
+                             f"{migration.phase!r}; cutover follows start")
+    migration = replace(migration, phase=CUTOVER)
+    write_record(settings, name, replace(record, migration=migration))  # fences the old version's runs
     claim_checkpoint(settings, old.storage, wait_s=wait_s)  # returns once the old stream has stopped
     started = time.monotonic()
     run_store(settings, name, once=True, version=new.value_version, listener=progress)
     report: CheckReport = cutover_checks(spark, settings, old, new)
     if not report.success:
-        migration["phase"] = BUILDING  # the old version may run again; nothing switched
-        write_control(settings, name, {**read_control(settings, name), "migration": migration})
+        migration = replace(migration, phase=BUILDING)  # the old version may run again; nothing switched
+        write_record(settings, name, replace(read_record(settings, name), migration=migration))
         raise MigrationError(f"store {name!r}: version {new.value_version} failed its cutover checks; version "
                              f"{old.value_version} stays current. {report.summary()}")
-    migration.update(phase=CUT_OVER, cutover_at=_now(), checks=report.to_dict())
-    write_control(settings, name, {**read_control(settings, name), "current": new.value_version,
-                                   "migration": migration})
+    migration = replace(migration, phase=CUT_OVER, cutover_at=_now(), checks=report.to_dict())
+    write_record(settings, name, replace(read_record(settings, name), current=new.value_version, migration=migration))
     _publish(spark, settings, name)
     return StepReport(name, "cutover", old.value_version, new.value_version, CUT_OVER,
                       {"checks": report.to_dict(), "seconds": round(time.monotonic() - started, 2)})
@@ -200,13 +204,13 @@ def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float
 @metrics.migration_step
 def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Makes the old version current again; its stream resumes from its own checkpoint."""
-    control, migration = _migration(settings, name)
+    record, migration = _started(settings, name)
     old, new = _pair(settings, name, migration)
-    if migration["phase"] != CUT_OVER or old.value_version in control.get("retired", []):
+    if migration.phase != CUT_OVER or old.value_version in record.retired:
         raise MigrationError(f"store {name!r}: rollback switches back a cut-over migration whose old version "
-                             f"is not retired (phase {migration['phase']!r}, retired {control.get('retired', [])})")
-    migration.update(phase=ROLLED_BACK, rolled_back_at=_now())
-    write_control(settings, name, {**control, "current": old.value_version, "migration": migration})
+                             f"is not retired (phase {migration.phase!r}, retired {list(record.retired)})")
+    migration = replace(migration, phase=ROLLED_BACK, rolled_back_at=_now())
+    write_record(settings, name, replace(record, current=old.value_version, migration=migration))
     _publish(spark, settings, name)
     return StepReport(name, "rollback", old.value_version, new.value_version, ROLLED_BACK)
 
@@ -214,14 +218,14 @@ def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
 @metrics.migration_step
 def retire(settings: Settings, name: str, *, hold_s: float | None = None) -> StepReport:
     """Deletes the old version's tables and checkpoint once the hold period since cutover has passed."""
-    control, migration = _migration(settings, name)
+    record, migration = _started(settings, name)
     old, new = _pair(settings, name, migration)
-    if migration["phase"] != CUT_OVER:
+    if migration.phase != CUT_OVER or migration.cutover_at is None:
         raise MigrationError(f"store {name!r}: only a cut-over migration's old version can be retired "
-                             f"(phase {migration['phase']!r})")
+                             f"(phase {migration.phase!r})")
     [step] = [s for s in new.history if s.version == new.value_version]
     hold = step.retire_after_ms / 1000 if hold_s is None else hold_s
-    since = (datetime.now(UTC) - datetime.fromisoformat(migration["cutover_at"])).total_seconds()
+    since = (datetime.now(UTC) - datetime.fromisoformat(migration.cutover_at)).total_seconds()
     if since < hold:
         raise MigrationError(f"store {name!r}: version {old.value_version} was cut over {since:.0f}s ago; it is "
                              f"kept for {hold:.0f}s (migrations: retire_after, or --hold) so a rollback stays possible")
@@ -233,10 +237,10 @@ def retire(settings: Settings, name: str, *, hold_s: float | None = None) -> Ste
         if local.exists():
             shutil.rmtree(local)
             removed.append(str(local))
-    migration.update(phase="retired", retired_at=_now())
-    write_control(settings, name, {**control, "migration": migration,
-                                   "retired": sorted({*control.get("retired", []), old.value_version})})
-    return StepReport(name, "retire", old.value_version, new.value_version, "retired", {"removed": removed})
+    migration = replace(migration, phase=RETIRED, retired_at=_now())
+    write_record(settings, name, replace(record, migration=migration,
+                                         retired=tuple(sorted({*record.retired, old.value_version}))))
+    return StepReport(name, "retire", old.value_version, new.value_version, RETIRED, {"removed": removed})
 
 
 def _publish(spark: SparkSession, settings: Settings, name: str) -> None:

@@ -108,11 +108,12 @@ def _migrate(settings: Settings, step: str, store: str, to_version: int | None,
             report = steps.start(spark, settings, store, int(to_version),  # type: ignore[arg-type]
                                  progress=steps.progress_printer(store, int(to_version), _log))  # type: ignore[arg-type]
         elif step == "cutover":
-            from deltastate.stores.current import read_control
+            from deltastate.stores.current import read_record
 
-            migration = read_control(settings, store).get("migration") or {}
+            migration = read_record(settings, store).migration
             report = steps.cutover(spark, settings, store,
-                                   progress=steps.progress_printer(store, int(migration.get("to", 0)), _log))
+                                   progress=steps.progress_printer(store, 0 if migration is None else migration.to_version,
+                                                                   _log))
         else:
             report = {"status": steps.status, "rollback": steps.rollback}[step](spark, settings, store)
     out = figures(report)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from deltastate.config import Settings
 from deltastate.errors import DeltastateError
-from deltastate.stores.current import read_control
+from deltastate.stores.current import read_record
 from deltastate.stores.definition import StoreDefinition
 
-BUILDING, CUTOVER, CUT_OVER, ROLLED_BACK = "building", "cutover", "cut-over", "rolled-back"
+BUILDING, CUTOVER, CUT_OVER, ROLLED_BACK, RETIRED = "building", "cutover", "cut-over", "rolled-back", "retired"
 
 
 class FencedVersionError(DeltastateError):
@@ -25,16 +25,16 @@ class FencedVersionError(DeltastateError):
 
 def fenced(settings: Settings, store: StoreDefinition) -> str | None:
     """Why `store`'s version must not write now; None when it may."""
-    control = read_control(settings, store.name)
-    current = int(control.get("current", store.versions[0]))
-    migration = control.get("migration") or {}
+    record = read_record(settings, store.name)
+    current = store.versions[0] if record.current is None else record.current
+    migration = record.migration
     version = store.value_version
     if version == current:
-        if migration.get("phase") == CUTOVER and migration.get("from") == version:
+        if migration is not None and migration.phase == CUTOVER and migration.from_version == version:
             return (f"store {store.name!r}: value schema version {version} is being cut over to version "
-                    f"{migration.get('to')}; its stream stops here and version {migration.get('to')} continues")
+                    f"{migration.to_version}; its stream stops here and version {migration.to_version} continues")
         return None
-    if migration.get("to") == version and migration.get("phase") in (BUILDING, CUTOVER):
+    if migration is not None and migration.to_version == version and migration.phase in (BUILDING, CUTOVER):
         return None
     return (f"store {store.name!r}: value schema version {version} is not current (current: {current}) and no "
             f"migration is building it; run the current version (`deltastate migrate status {store.name}`)")

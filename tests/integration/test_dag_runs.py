@@ -117,7 +117,7 @@ def test_migrate_dag_plans_starts_and_cuts_over(airflow_db, make_settings, broke
     from support.reference import V2_FIELDS, expected_v2
 
     from deltastate.engine import run_store
-    from deltastate.stores.current import read_control
+    from deltastate.stores.current import read_record
 
     schemas = tmp_path / "schemas"
     shutil.copytree(PROJECT_ROOT / "schemas", schemas)
@@ -140,10 +140,10 @@ def test_migrate_dag_plans_starts_and_cuts_over(airflow_db, make_settings, broke
     dag = migrate_dag(None, settings)
     refused = dag.test(run_conf={"store": STORE, "to_version": 2, "action": "cutover"})  # no confirm
     assert not str(refused.state).endswith("success")
-    assert "migration" not in read_control(settings, STORE)
+    assert read_record(settings, STORE).migration is None
 
     run = _test(dag, {"store": STORE, "to_version": 2, "action": "start", "confirm": True})
-    plan = read_control(settings, STORE)["migration"]["plan"]  # the plan start made and followed
+    plan = read_record(settings, STORE).migration.plan  # the plan start made and followed
     assert {f["field"]: f["strategy"] for f in plan["fields"]}["last_game_id"] == "replay"
     started = _xcom(airflow_db, "deltastate_migrate", run.run_id, "start")
     assert started["phase"] == "building" and started["details"]["build"] == "replay"

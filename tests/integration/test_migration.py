@@ -26,7 +26,7 @@ from deltastate.migration.plan import MigrationError
 from deltastate.service import create_app
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store
-from deltastate.stores.current import read_control
+from deltastate.stores.current import read_record
 from deltastate.stores.fence import FencedVersionError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -66,7 +66,7 @@ def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, t
     assert plan["live_rows"] == len(v1_state(ref.records, settings))
 
     steps.start(spark, settings, STORE, 2)
-    assert read_control(settings, STORE)["current"] == 1
+    assert read_record(settings, STORE).current == 1
     # The live version keeps running and serving while v2 is built.
     produce(settings, topic, generated(300, 40, seed=32, tombstones=0.05), ref)
     run_store(settings, STORE, once=True)
@@ -80,7 +80,7 @@ def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, t
     produce(settings, topic, generated(200, 40, seed=33, tombstones=0.05), ref)
     report = steps.cutover(spark, settings, STORE, wait_s=5)
     assert report.details["checks"]["success"] and report.details["checks"]["compared"] > 0
-    assert read_control(settings, STORE)["current"] == 2
+    assert read_record(settings, STORE).current == 2
     assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(expected_v2(ref.records, settings.max_value_bytes))
     with pytest.raises(FencedVersionError, match="not current"):
         run_store(settings, STORE, once=True, version=1)
@@ -108,7 +108,7 @@ def test_migrate_v1_to_v2_cutover_rollback_retire(broker, spark, mig_settings, t
     # Rollback: v1 is current again and resumes from its own checkpoint.
     produce(settings, topic, generated(150, 40, seed=34, tombstones=0.05), ref)
     steps.rollback(spark, settings, STORE)
-    assert read_control(settings, STORE)["current"] == 1
+    assert read_record(settings, STORE).current == 1
     run_store(settings, STORE, once=True)
     publish_snapshot(spark, settings, [load_store(settings, STORE)])
     assert snapshot_rows(settings, VALUE_FIELDS) == v1_state(ref.records, settings)
@@ -147,8 +147,8 @@ def test_a_cutover_whose_checks_fail_switches_nothing(broker, spark, mig_setting
     with pytest.raises(MigrationError, match="failed its cutover checks") as caught:
         steps.cutover(spark, settings, STORE, wait_s=5)
     assert "carried_equal: 1 keys fail" in str(caught.value) and key in str(caught.value)
-    control = read_control(settings, STORE)
-    assert control["current"] == 1 and control["migration"]["phase"] == "building"
+    record = read_record(settings, STORE)
+    assert record.current == 1 and record.migration.phase == "building"
     produce(settings, topic, generated(50, 20, seed=52), ref)
     run_store(settings, STORE, once=True)  # v1 runs on
     publish_snapshot(spark, settings, [load_store(settings, STORE)])
@@ -169,7 +169,7 @@ def test_a_refused_migration_says_why_and_changes_nothing(broker, spark, mig_set
     run_store(settings, STORE, once=True)
     definition = Path(settings.schemas_dir) / "stores" / f"{STORE}.yaml"
     declared = definition.read_text()
-    control = read_control(settings, STORE)
+    record = read_record(settings, STORE)
     for change, to, quoted in REFUSALS:
         raw = yaml.safe_load(declared)
         raw["migrations"][0].update(change)
@@ -178,7 +178,7 @@ def test_a_refused_migration_says_why_and_changes_nothing(broker, spark, mig_set
             result = CliRunner().invoke(cli, ["migrate", step, STORE, "--to", to], obj=settings)
             assert result.exit_code == 2 and quoted in result.output and repr(STORE) in result.output, result.output
             assert "Traceback" not in result.output
-        assert read_control(settings, STORE) == control, change
+        assert read_record(settings, STORE) == record, change
         assert not any(Path(p).exists() for p in (settings.table_path(f"{STORE}.v2", "changelog"),
                                                   settings.checkpoint_path(f"{STORE}.v2"))), change
 

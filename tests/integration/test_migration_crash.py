@@ -26,7 +26,7 @@ from deltastate.bench.soak import child_env, group_alive
 from deltastate.config import PROJECT_ROOT
 from deltastate.migration.plan import plan_migration
 from deltastate.stores import load_store
-from deltastate.stores.current import read_control
+from deltastate.stores.current import read_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -47,7 +47,7 @@ def kill9_after(settings, log: Path, phase: str, delay: float, *args: str) -> bo
     True when the kill found it still working."""
     proc = cli(settings, log, *args)
     deadline = time.monotonic() + 300
-    while (read_control(settings, STORE).get("migration") or {}).get("phase") != phase:
+    while getattr(read_record(settings, STORE).migration, "phase", None) != phase:
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-4000:]
         time.sleep(0.1)
     time.sleep(delay)
@@ -87,9 +87,9 @@ def test_kill9_during_start_and_cutover_then_rerun(broker, spark, make_settings,
 
     assert killed[0], "the start must be killed mid-way (seeding and the first run take longer than any delay)"
     assert f"[migrate {STORE} v2] batch" in log.read_text(errors="replace")  # the catch-up's per-batch progress
-    control = read_control(settings, STORE)
-    assert control["current"] == 2 and control["migration"]["phase"] == "cut-over"
-    seeded_at = {int(p): o for p, o in control["migration"]["seed_offsets"].items()}
+    record = read_record(settings, STORE)
+    assert record.current == 2 and record.migration.phase == "cut-over"
+    seeded_at = dict(record.migration.seed_offsets)
     assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(
         expected_v2(ref.records, settings.max_value_bytes, seeded_at=seeded_at))
     changelog = spark.read.format("delta").load(settings.table_path(f"{STORE}.v2", "changelog"))

@@ -26,7 +26,7 @@ from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
 from deltastate.migration import steps
 from deltastate.service import create_app
-from deltastate.stores.current import read_control
+from deltastate.stores.current import read_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 PARTITIONS = 4
@@ -94,7 +94,7 @@ def test_window_store_migrates_by_replay(broker, spark, make_settings, tmp_path,
     send(broker, topic, ref, third)  # processed by neither before the cutover
     report = steps.cutover(spark, settings, store, wait_s=5)
     assert report.details["checks"]["success"] and report.details["checks"]["compared"] > 0
-    assert read_control(settings, store)["current"] == 2
+    assert read_record(settings, store).current == 2
 
     expected = expected_v2(store, ref.records)
     assert_state_equal(snapshot_rows(settings, store), expected)
