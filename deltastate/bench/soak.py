@@ -89,20 +89,12 @@ def _delta_batch(changelog: str) -> int:
     """The micro-batch id of the changelog's newest commit that carries a batch's audit (the batch's
     one commit); -1 before any."""
     from deltastate.changelog.audit_log import BatchAudit
+    from deltastate.changelog.deltalog import user_metadata_newest_first
 
-    log = Path(changelog) / "_delta_log"
-    commits = sorted((p for p in log.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)) \
-        if log.is_dir() else []
-    for path in reversed(commits):
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if '"commitInfo"' in line:
-                audit = BatchAudit.from_metadata(json.loads(line)["commitInfo"].get("userMetadata"))
-                if audit is not None:
-                    return int(audit.row[BATCH_ID])
+    for metadata in user_metadata_newest_first(changelog):
+        audit = BatchAudit.from_metadata(metadata)
+        if audit is not None:
+            return int(audit.row[BATCH_ID])
     return -1
 
 

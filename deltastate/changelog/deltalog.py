@@ -8,7 +8,9 @@ Three questions, all answered from `_delta_log/<version>.json` commit files:
   * tail_files(): the data files a range of commits added and that are still live at the newest
     commit (for fresh reads: the changelog records committed after a snapshot);
   * appended_files(): the data files a range of commits added as new data (the metrics exporter
-    follows a run's dead letters so).
+    follows a run's dead letters so);
+  * user_metadata_newest_first(): each commit's userMetadata, newest commit first (the crash
+    trials find the newest batch whose audit a commit carries).
 
 Only local tables (a plain path or file:) are readable this way; other storage answers None and the
 service says staleness is unknown. Results are cached for a short while: a busy service asks many
@@ -22,6 +24,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,6 +108,21 @@ def appended_files(table_path: str, first: int, last: int) -> list[Path]:
             continue
         out.extend(root / unquote(a["add"]["path"]) for a in actions if "add" in a and a["add"].get("dataChange", True))
     return out
+
+
+def user_metadata_newest_first(table_path: str) -> Iterator[str | None]:
+    """The userMetadata of each commit of a local table, newest first; nothing for a table that does
+    not exist (yet). A commit file removed by log cleanup while this reads is passed over."""
+    root = local_dir(table_path)
+    if root is None:
+        raise ValueError(f"{table_path} is not a local table")
+    log = root / "_delta_log"
+    for version in reversed(_versions(log)):
+        try:
+            actions = _actions(log, version)
+        except FreshReadError:
+            continue
+        yield next((a["commitInfo"].get("userMetadata") for a in actions if "commitInfo" in a), None)
 
 
 class DeltaLog:

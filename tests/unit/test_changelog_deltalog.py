@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deltastate.changelog.deltalog import DeltaLog, local_dir
+from deltastate.changelog.deltalog import DeltaLog, local_dir, user_metadata_newest_first
 from deltastate.query.errors import FreshReadError
 
 
@@ -73,3 +73,21 @@ def test_refusals(tmp_path: Path) -> None:
         DeltaLog.tail_files("s3://bucket/t", 0, 1)
     assert local_dir("s3://bucket/t") is None and local_dir("/x/y") == Path("/x/y")
     assert DeltaLog().newest_commit("s3://bucket/t") is None
+
+
+def test_user_metadata_newest_first(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    assert list(user_metadata_newest_first(str(table))) == []  # no table yet
+    commit(table, 0, add("a.parquet"))
+    commit(table, 1, add("b.parquet"))
+    commit(table, 2, add("c.parquet"))
+    # Commits 0 and 2 carry metadata (as a batch's one commit carries its audit); 1 carries none.
+    for version, text in ((0, "first"), (2, "third")):
+        path = table / "_delta_log" / f"{version:020d}.json"
+        lines = path.read_text().splitlines()
+        info = json.loads(lines[0])
+        info["commitInfo"]["userMetadata"] = text
+        path.write_text("\n".join([json.dumps(info), *lines[1:]]) + "\n")
+    assert list(user_metadata_newest_first(f"file://{table}")) == ["third", None, "first"]
+    with pytest.raises(ValueError, match="not a local table"):
+        list(user_metadata_newest_first("s3://bucket/t"))
