@@ -72,7 +72,7 @@ class VersionRecord:
     retired: tuple[int, ...] = ()
 
 
-# The file's keys, as older deltastate wrote them too: "from" is no attribute name.
+# The keys in the file where they differ from the attribute names ("from" is a Python keyword).
 _MIGRATION_KEYS = {"from_version": "from", "to_version": "to"}
 
 
