@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from deltastate.config import Settings
+from deltastate.errors import StoreDefinitionError
 
 FILE = "_versions.json"
 FIRST_VERSION = 0  # load_store(version=FIRST_VERSION): the first version the store file declares
@@ -124,9 +125,14 @@ def read_record(settings: Settings, store: str) -> VersionRecord:
     """The store's version record; the empty record when no migration was ever started."""
     path = control_path(settings, store)
     try:
-        return record_of(json.loads(path.read_text()))
+        text = path.read_text()
     except FileNotFoundError:
         return VersionRecord()
+    try:
+        return record_of(json.loads(text))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a hand edit or a foreign file
+        raise StoreDefinitionError(store, f"its version record {path} is unreadable ({type(exc).__name__}: "
+                                          f"{exc}); restore the file from a backup or move it aside") from exc
 
 
 def write_record(settings: Settings, store: str, record: VersionRecord) -> None:

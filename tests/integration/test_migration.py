@@ -26,7 +26,7 @@ from deltastate.migration.plan import MigrationError
 from deltastate.service import create_app
 from deltastate.snapshot import publish_snapshot
 from deltastate.stores import load_store
-from deltastate.stores.current import read_record
+from deltastate.stores.current import control_path, read_record
 from deltastate.stores.fence import FencedVersionError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
@@ -170,6 +170,8 @@ def test_a_refused_migration_says_why_and_changes_nothing(broker, spark, mig_set
     definition = Path(settings.schemas_dir) / "stores" / f"{STORE}.yaml"
     declared = definition.read_text()
     record = read_record(settings, STORE)
+    on_disk = control_path(settings, STORE)
+    written = on_disk.read_bytes() if on_disk.exists() else None  # the file itself, keys unmodelled too
     for change, to, quoted in REFUSALS:
         raw = yaml.safe_load(declared)
         raw["migrations"][0].update(change)
@@ -179,6 +181,7 @@ def test_a_refused_migration_says_why_and_changes_nothing(broker, spark, mig_set
             assert result.exit_code == 2 and quoted in result.output and repr(STORE) in result.output, result.output
             assert "Traceback" not in result.output
         assert read_record(settings, STORE) == record, change
+        assert (on_disk.read_bytes() if on_disk.exists() else None) == written, change
         assert not any(Path(p).exists() for p in (settings.table_path(f"{STORE}.v2", "changelog"),
                                                   settings.checkpoint_path(f"{STORE}.v2"))), change
 

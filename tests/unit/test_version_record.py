@@ -75,3 +75,17 @@ def test_changes_by_replace(settings) -> None:
     on_disk = json.loads(control_path(settings, "s").read_text())
     # Keys without a value are not written, as before: no "rates" or "retired" until a step sets them.
     assert on_disk == {"current": 2, "migration": {"from": 1, "to": 2, "phase": "cut-over", "plan": {"build": "replay"}}}
+
+
+@pytest.mark.parametrize("text", ['{"current": 2, "migration": {"to": 2}}', "{not json", '{"rates": {"seed": 3}}'])
+def test_an_unreadable_record_is_refused_naming_the_store_and_file(tmp_path: Path, text: str) -> None:
+    from deltastate.errors import StoreDefinitionError
+
+    settings = load_settings({"DELTASTATE_HOME": str(tmp_path)})
+    path = control_path(settings, "player_stats")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    with pytest.raises(StoreDefinitionError, match=rf"store 'player_stats': its version record {path} is unreadable"):
+        read_record(settings, "player_stats")
+    with pytest.raises(StoreDefinitionError):
+        current_version(settings, "player_stats")
