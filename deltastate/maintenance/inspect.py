@@ -93,7 +93,7 @@ def _checkpoint(checkpoint: Path) -> dict[str, Any]:
     if (checkpoint / LINEAGE_FILE).is_file():
         try:
             lineage_id, epoch = read_marker(checkpoint / LINEAGE_FILE)
-        except KeyError:  # a lineage file without the keys: shown as unknown, not refused
+        except (ValueError, KeyError, TypeError):  # a damaged lineage file: shown as unknown, not refused
             pass
     planned, committed = planned_batches(checkpoint / QUERY), committed_batches(checkpoint / QUERY)
     # The report's own field names, which happen to be the changelog's column names.

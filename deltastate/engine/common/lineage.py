@@ -45,8 +45,8 @@ def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition)
 
 
 def read_marker(marker: Path) -> tuple[str, int]:
-    """(lineage id, epoch) a checkpoint's lineage file records; ValueError, KeyError or OSError when
-    it is unreadable."""
+    """(lineage id, epoch) a checkpoint's lineage file records; ValueError, KeyError, TypeError or
+    OSError when it is unreadable."""
     data = json.loads(marker.read_text())
     return str(data["lineage_id"]), int(data["epoch"])
 
