@@ -27,16 +27,16 @@ from deltastate.changelog.layout import CHANGELOG, INTAKE
 from deltastate.changelog.log_replay import LiveFile, TableLog
 from deltastate.changelog.rules import merge_stream_times
 from deltastate.config import Settings
-from deltastate.infra.offset_log import planned_batches, read_entry
+from deltastate.infra.offset_log import QUERY_FOLDER, planned_batches, read_entry
 from deltastate.stores import load_store
 from deltastate.stores.backends import WINDOWED, backend_of
 
 _LOGS = TableLog()  # one replay per table for the process: a page asks every few seconds
 LAG_SAMPLES = 60  # offsets_for_times round trips per answer, at most (the newest batch always)
-# The engine's checkpoint names (engine/common/lineage.LINEAGE_FILE, engine/common/source.QUERY; a
-# test holds them equal): importing them would load the engine and pyspark into Airflow's API server.
+# The engine's lineage file name (engine/common/lineage.LINEAGE_FILE; a test holds them equal):
+# importing it would load the engine and pyspark into Airflow's API server.
 CHECKPOINT_LINEAGE_FILE = "lineage.json"
-CHECKPOINT_QUERY = "stream"
+CHECKPOINT_QUERY = QUERY_FOLDER
 _COLUMNS = ("lineage_id", "batch_id", "records_in", "applied", "dead_lettered", "tombstones", "late",
             "offsets", "stream_times", "write_time", "totals_before")
 SERIES: dict[str, tuple[str, str]] = {  # name -> (title, unit)

@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+QUERY_FOLDER = "stream"  # the folder of a store's checkpoint that holds its one streaming query's checkpoint
 OFFSETS = "offsets"  # the folder of planned batches (one offset log entry each)
 COMMITS = "commits"  # the folder of finished batches
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"  # pinned in `conf`: the state store's shard count
@@ -99,7 +100,15 @@ def newest_committed(query_checkpoint: str | Path) -> OffsetLogEntry | None:
     return read_entry(query_checkpoint, committed[-1]) if committed else None
 
 
+def stream_source(query_checkpoint: str | Path) -> tuple[str, dict[int, int]] | None:
+    """(topic, partition -> next offset) of the Kafka source where the query's newest finished batch
+    left it: the topic the stream reads (which a run's --topic may set) and every partition of it.
+    None before a batch finished."""
+    entry = newest_committed(query_checkpoint)
+    return None if entry is None else entry.kafka_offsets()
+
+
 __all__ = [
-    "COMMITS", "OFFSETS", "SHUFFLE_PARTITIONS", "OffsetLogEntry", "batch_ids", "committed_batches", "log_folders",
-    "newest_committed", "newest_planned", "planned_batches", "read_entry",
+    "COMMITS", "OFFSETS", "QUERY_FOLDER", "SHUFFLE_PARTITIONS", "OffsetLogEntry", "batch_ids", "committed_batches",
+    "log_folders", "newest_committed", "newest_planned", "planned_batches", "read_entry", "stream_source",
 ]

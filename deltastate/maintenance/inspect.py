@@ -21,7 +21,7 @@ from deltastate.config import Settings
 from deltastate.engine.common.checkpoint_check import checkpoint_state_provider
 from deltastate.engine.common.lineage import LINEAGE_FILE, read_marker
 from deltastate.engine.common.source import QUERY
-from deltastate.infra.offset_log import committed_batches, newest_committed, planned_batches
+from deltastate.infra.offset_log import committed_batches, planned_batches, stream_source
 from deltastate.maintenance.stats import dirty_ratio, table_figures
 from deltastate.snapshot.catalog import read_info, read_pointer, snapshot_files, snapshot_name
 from deltastate.stores import load_store
@@ -61,7 +61,7 @@ def inspect_store(spark: SparkSession, settings: Settings, store_name: str, *,
     out = StoreInspection(store.name, store.type, store.source.topic)
     out.state = _state(store, checkpoint)
     out.checkpoint = _checkpoint(checkpoint)
-    topic, offsets = _committed_offsets(checkpoint / QUERY) or (store.source.topic, {})
+    topic, offsets = stream_source(checkpoint / QUERY) or (store.source.topic, {})
     ends = topic_ends if topic_ends is not None else _topic_ends(settings, topic)
     out.source = {"topic": topic, "committed_offsets": offsets,
                   "end_offsets": ends,
@@ -100,12 +100,6 @@ def _checkpoint(checkpoint: Path) -> dict[str, Any]:
     return {"path": str(checkpoint), "exists": checkpoint.is_dir(), "lineage_id": lineage_id,
             "epoch": epoch, "planned_batch": planned[-1] if planned else None,
             "committed_batch": committed[-1] if committed else None}
-
-
-def _committed_offsets(query: Path) -> tuple[str, dict[int, int]] | None:
-    """(topic, end offsets) of the newest committed batch, from its offset log entry."""
-    entry = newest_committed(query)
-    return None if entry is None else entry.kafka_offsets()
 
 
 def _topic_ends(settings: Settings, topic: str) -> dict[int, int]:

@@ -12,10 +12,10 @@ from starlette.responses import Response
 
 from deltastate.changelog.layout import KEY, SOURCE_PARTITION, store_key_columns
 from deltastate.errors import KeyNotFoundError
-from deltastate.ingest.partitioner import partition_for
 from deltastate.query.consistency import check_consistency, served_version, shape_columns, shape_row
 from deltastate.query.errors import ParameterError
 from deltastate.query.latest import LatestPosition
+from deltastate.query.location import locate
 from deltastate.query.reads import QueryResult
 from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor
 from deltastate.service.freshness import Freshness, iso
@@ -266,15 +266,16 @@ def key_sessions(request: Request, store: Store, key: Key, options: Options,
 # -- metadata ------------------------------------------------------------------------------------------
 @router.get("/stores/{store}/keys/{key}/metadata", tags=["metadata"])
 def key_metadata(request: Request, store: Store, key: Key, options: Options) -> Response:
-    """queryMetadataForKey: the key's Kafka partition (murmur2, as the producer places it), and the
-    snapshot and changelog versions that hold it."""
-    with state_of(request).reading([store], options) as reading:
-        d = reading.queries.store(store)
+    """queryMetadataForKey: the topic the store's stream reads, the key's partition of it (murmur2, as
+    the producer places it), and the snapshot and changelog versions that hold it."""
+    state = state_of(request)
+    with state.reading([store], options) as reading:
+        where = locate(state.settings, reading.queries.store(store), key)
         found = reading.queries.range(store, key, key, limit=1)
         fresh: Freshness = reading.freshness
         return _answer(reading, {
-            "store": store, "key": key, "topic": d.source.topic, "partitions": d.source.partitions,
-            "partition": partition_for(key, d.source.partitions), "present": bool(found.rows),
+            "store": store, "key": key, "topic": where.topic, "partitions": where.partitions,
+            "partition": where.partition, "present": bool(found.rows),
             "source_partition": found.rows[0].get(SOURCE_PARTITION) if found.rows else None,
             "snapshot_version": fresh.snapshot_version, "changelog_version": fresh.changelog_version,
             "newest_changelog_version": fresh.newest_changelog_version})

@@ -114,6 +114,7 @@ def test_stores_and_key_metadata(world, client: TestClient) -> None:
     for key in sorted(exp.state)[::23]:
         meta = client.get(f"/stores/{STORE}/keys/{key}/metadata").json()
         assert meta["partition"] == placed[key] and meta["partitions"] == PARTITIONS
+        assert meta["topic"] == world["topic"]  # the topic the run read (--topic), not the declared one
         assert meta["present"] is True and meta["source_partition"] == placed[key]
         assert meta["snapshot_version"] == info.version
         assert meta["changelog_version"] == info.store(STORE).changelog_version

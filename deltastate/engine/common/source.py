@@ -5,8 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from deltastate.config import Settings
+from deltastate.infra.offset_log import QUERY_FOLDER
 
-QUERY = "stream"  # the store's query: its checkpoint subfolder (every store type)
+QUERY = QUERY_FOLDER  # the store's query: its checkpoint subfolder (every store type)
 
 
 def source_stream(spark: SparkSession, settings: Settings, topic: str,
