@@ -1,13 +1,17 @@
 """Peers benchmark: deltastate against Kafka Streams on the same backlog, one after the other.
 
-One seeded player_stats backlog is produced to a fresh topic. Then, each as a new process:
-- the Kafka Streams peer (bench/peers/src, built from bench/peers/pom.xml: Kafka Streams 4.1.1, one
-  stream thread, a 10 MB record cache, a RocksDB store logged to a changelog topic) reads the whole
-  topic and closes;
-- `deltastate run player_stats --once --topic T --json` reads it into a fresh storage root.
+One seeded backlog of a reference store (player_stats, trade_stats or user_sessions) is produced to
+a fresh topic. Then, each as a new process:
+- the store's Kafka Streams peer (bench/peers/src, built from bench/peers/pom.xml: Kafka Streams
+  4.1.1, one stream thread, a 10 MB record cache, RocksDB stores logged to changelog topics; the
+  same aggregation, windows, grace and retention as the store's definition) reads the whole topic
+  and closes;
+- `deltastate run <store> --once --topic T --json` reads it into a fresh storage root.
 Each reports its processing time (Kafka Streams: first record to closed, offsets committed;
 deltastate: the run from its checkpoint check to its last committed batch) and the wall clock from
 process start; the bench prints both rates, both wall clocks and deltastate's ratio to the peer.
+Late records: deltastate counts each late record once (dead-lettered, reason late); Kafka Streams'
+dropped-records-total counts a late record once per window it missed, so the two are not compared.
 """
 
 from __future__ import annotations
@@ -27,14 +31,23 @@ from deltastate.config import PROJECT_ROOT, Settings
 from deltastate.errors import InfraError
 
 PEER_SOURCES = PROJECT_ROOT / "bench" / "peers" / "src"
-PEER_MAIN = "io.deltastate.peers.PlayerStatsPeer"
-STORE = "player_stats"
+# The stores that have a Kafka Streams peer, and its main class.
+PEERS = {
+    "player_stats": "io.deltastate.peers.PlayerStatsPeer",
+    "trade_stats": "io.deltastate.peers.TradeStatsPeer",
+    "user_sessions": "io.deltastate.peers.UserSessionsPeer",
+}
 
 
 @dataclass(frozen=True)
 class RunFigures:
+    """records read; applied: records aggregated (deltastate: late ones excluded; Kafka Streams:
+    valid records handed to the aggregation, which drops the late ones itself); late: deltastate's
+    late records, Kafka Streams' dropped-records-total (once per window a late record missed)."""
+
     records: int
     applied: int
+    late: int
     processing_seconds: float
     wall_seconds: float
 
@@ -90,38 +103,45 @@ def peer_classpath(settings: Settings) -> str:
     return f"{jar}:{jars}/*"
 
 
-def run_peers_bench(settings: Settings, events: int, keys: int, seed: int = 1) -> PeersFigures:
-    from deltastate.bench.ingest import bench_records
+def run_peers_bench(settings: Settings, events: int, keys: int | None = None, seed: int = 1,
+                    store_name: str = "player_stats") -> PeersFigures:
+    """keys: distinct keys; None for the store type's default (bench ingest's)."""
+    from deltastate.bench.ingest import bench_records, default_keys
     from deltastate.ingest.producer import ensure_topic, produce_records
     from deltastate.stores import load_store
 
+    if store_name not in PEERS:
+        raise ValueError(f"no Kafka Streams peer for store {store_name!r}; peers exist for {', '.join(PEERS)}")
+    store = load_store(settings, store_name)
+    keys = default_keys(store.type) if keys is None else keys
     classpath = peer_classpath(settings)
-    store = load_store(settings, STORE)
     run_id = uuid.uuid4().hex[:8]
     topic = f"bench-peers-{run_id}"
     ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
-    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(STORE, events, keys, seed))
+    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(store_name, events, keys, seed))
     if produced.delivered != events:
         raise InfraError(f"produced {produced.delivered:,} of {events:,} records to {topic}")
     with tempfile.TemporaryDirectory(prefix="deltastate-peer-") as state_dir:
-        peer = _peer_run(classpath, settings.kafka_bootstrap, topic, f"deltastate-peer-{run_id}", state_dir, events)
-    ours = _deltastate_run(settings, topic, run_id)
-    return PeersFigures(STORE, events, keys, os.cpu_count() or 0, peer, ours)
+        peer = _peer_run(classpath, PEERS[store_name], settings.kafka_bootstrap, topic, f"deltastate-peer-{run_id}",
+                         state_dir, events)
+    ours = _deltastate_run(settings, store_name, topic, run_id)
+    return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours)
 
 
-def _peer_run(classpath: str, bootstrap: str, topic: str, app_id: str, state_dir: str, events: int) -> RunFigures:
-    done = subprocess.run(["java", "-cp", classpath, PEER_MAIN, bootstrap, topic, app_id, state_dir, str(events)],
+def _peer_run(classpath: str, main: str, bootstrap: str, topic: str, app_id: str, state_dir: str,
+              events: int) -> RunFigures:
+    done = subprocess.run(["java", "-cp", classpath, main, bootstrap, topic, app_id, state_dir, str(events)],
                           capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise InfraError(f"the Kafka Streams peer failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    return RunFigures(int(found["records"]), int(found["applied"]), float(found["processing_seconds"]),
-                      float(found["wall_seconds"]))
+    return RunFigures(int(found["records"]), int(found["applied"]), int(found["dropped"]),
+                      float(found["processing_seconds"]), float(found["wall_seconds"]))
 
 
-def _deltastate_run(settings: Settings, topic: str, run_id: str) -> RunFigures:
+def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str) -> RunFigures:
     env = {**os.environ, **settings.to_env(), "DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")}
-    command = [str(Path(sys.executable).parent / "deltastate"), "run", STORE, "--once", "--topic", topic, "--quiet",
+    command = [str(Path(sys.executable).parent / "deltastate"), "run", store, "--once", "--topic", topic, "--quiet",
                "--json"]
     started = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
@@ -129,4 +149,5 @@ def _deltastate_run(settings: Settings, topic: str, run_id: str) -> RunFigures:
     if done.returncode != 0:
         raise InfraError(f"`{' '.join(command[1:])}` failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    return RunFigures(int(found["records_in"]), int(found["applied"]), float(found["seconds"]), wall)
+    return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
+                      wall)

@@ -49,13 +49,17 @@ def ingest(events: int, players: int | None, seed: int, max_offsets_per_trigger:
 
 
 @bench.command("peers")
+@click.option("--store", "store", default="player_stats", show_default=True,
+              type=click.Choice(["player_stats", "trade_stats", "user_sessions"]),
+              help="The store, and its Kafka Streams topology.")
 @click.option("--events", default=2_000_000, show_default=True, type=click.IntRange(min=1))
-@click.option("--keys", default=100_000, show_default=True, type=click.IntRange(min=1), help="Distinct players.")
+@click.option("--keys", default=None, type=click.IntRange(min=1),
+              help="Distinct keys [default: 100,000 key-value, 1,000 window and session].")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 @reported
-def peers(events: int, keys: int, seed: int, as_json: bool) -> None:
-    """player_stats in Kafka Streams 4.1.1 and in `deltastate run --once` on one backlog: both rates,
+def peers(store: str, events: int, keys: int | None, seed: int, as_json: bool) -> None:
+    """A store in Kafka Streams 4.1.1 and in `deltastate run --once` on one backlog: both rates,
     both wall clocks from process start, and the ratios."""
 
     from deltastate.bench.peers import run_peers_bench
@@ -64,7 +68,7 @@ def peers(events: int, keys: int, seed: int, as_json: bool) -> None:
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    _emit(run_peers_bench(settings, events, keys, seed), as_json)
+    _emit(run_peers_bench(settings, events, keys, seed, store), as_json)
 
 
 @bench.command("restore")

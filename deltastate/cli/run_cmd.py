@@ -52,7 +52,7 @@ def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_
     rate = result.records_in / result.seconds if result.seconds else 0.0
     if as_json:
         click.echo(json.dumps({"store": store, "records_in": result.records_in, "applied": result.applied,
-                               "dead_lettered": result.dead_lettered, "changelog_records": result.changelog_records,
+                               "dead_lettered": result.dead_lettered, "late": result.late, "changelog_records": result.changelog_records,
                                "batches": result.batches, "seconds": round(result.seconds, 3),
                                "epoch": result.lineage.epoch, "stopped_by": result.stopped_by}))
         return

@@ -27,6 +27,8 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("cli/run_cmd.py", "applied"): "a field of `deltastate run --json`'s output",
     ("cli/run_cmd.py", "dead_lettered"): "a field of `deltastate run --json`'s output",
     ("cli/run_cmd.py", "epoch"): "a field of `deltastate run --json`'s output",
+    ("cli/run_cmd.py", "late"): "a field of `deltastate run --json`'s output",
+    ("bench/peers.py", "late"): "a field of `deltastate run --json`'s output, which the bench parses",
     ("engine/common/lineage.py", "lineage_id"): "a key of the checkpoint's lineage.json",
     ("engine/common/lineage.py", "epoch"): "a key of the checkpoint's lineage.json",
     ("infra/offset_log.py", "offsets"): "the folder of Spark's checkpoint offset log",

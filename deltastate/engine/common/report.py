@@ -53,6 +53,7 @@ class RunResult:
     records_in: int = 0
     applied: int = 0
     dead_lettered: int = 0
+    late: int = 0  # of the dead-lettered
     changelog_records: int = 0
     progress: list[dict] = field(default_factory=list)  # the query's StreamingQueryProgress events
     # The state keys the store's query started with (key-value stores; read back from the query).
@@ -71,6 +72,7 @@ def counting_listener(result: RunResult, listener: BatchListener | None) -> Batc
             result.records_in += report.records_in
             result.applied += report.applied
             result.dead_lettered += report.dead_lettered
+            result.late += report.late
             result.changelog_records += report.changelog_records
         if listener:
             listener(report)
