@@ -106,32 +106,39 @@ def peer_classpath(settings: Settings) -> str:
 def run_peers_bench(settings: Settings, events: int, keys: int | None = None, seed: int = 1,
                     store_name: str = "player_stats") -> PeersFigures:
     """keys: distinct keys; None for the store type's default (bench ingest's)."""
-    from deltastate.bench.ingest import bench_records, default_keys
-    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.bench.ingest import default_keys
     from deltastate.stores import load_store
 
     if store_name not in PEERS:
         raise ValueError(f"no Kafka Streams peer for store {store_name!r}; peers exist for {', '.join(PEERS)}")
-    store = load_store(settings, store_name)
-    keys = default_keys(store.type) if keys is None else keys
+    keys = default_keys(load_store(settings, store_name).type) if keys is None else keys
     classpath = peer_classpath(settings)
-    run_id = uuid.uuid4().hex[:8]
-    topic = f"bench-peers-{run_id}"
-    ensure_topic(settings.kafka_bootstrap, topic, store.source.partitions)
-    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(store_name, events, keys, seed))
-    if produced.delivered != events:
-        raise InfraError(f"produced {produced.delivered:,} of {events:,} records to {topic}")
-    with tempfile.TemporaryDirectory(prefix="deltastate-peer-") as state_dir:
-        peer = _peer_run(classpath, PEERS[store_name], settings.kafka_bootstrap, topic, f"deltastate-peer-{run_id}",
-                         state_dir, events)
-    ours = _deltastate_run(settings, store_name, topic, run_id)
+    topic = produce_backlog(settings, store_name, events, keys, seed)
+    peer = run_peer(settings, store_name, topic, events, classpath)
+    ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1])
     return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours)
 
 
-def _peer_run(classpath: str, main: str, bootstrap: str, topic: str, app_id: str, state_dir: str,
-              events: int) -> RunFigures:
-    done = subprocess.run(["java", "-cp", classpath, main, bootstrap, topic, app_id, state_dir, str(events)],
-                          capture_output=True, text=True, timeout=3600)
+def produce_backlog(settings: Settings, store_name: str, events: int, keys: int, seed: int) -> str:
+    """A fresh topic holding the store's seeded bench workload; returns its name."""
+    from deltastate.bench.ingest import bench_records
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.stores import load_store
+
+    topic = f"bench-peers-{uuid.uuid4().hex[:8]}"
+    ensure_topic(settings.kafka_bootstrap, topic, load_store(settings, store_name).source.partitions)
+    produced = produce_records(settings.kafka_bootstrap, topic, bench_records(store_name, events, keys, seed))
+    if produced.delivered != events:
+        raise InfraError(f"produced {produced.delivered:,} of {events:,} records to {topic}")
+    return topic
+
+
+def run_peer(settings: Settings, store_name: str, topic: str, events: int, classpath: str) -> RunFigures:
+    """The store's Kafka Streams peer over the first `events` records of topic, in a new JVM."""
+    with tempfile.TemporaryDirectory(prefix="deltastate-peer-") as state_dir:
+        command = ["java", "-cp", classpath, PEERS[store_name], settings.kafka_bootstrap, topic,
+                   f"deltastate-peer-{uuid.uuid4().hex[:8]}", state_dir, str(events)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise InfraError(f"the Kafka Streams peer failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
