@@ -239,10 +239,11 @@ class Queries:
         if store.name not in snap.stores:
             raise SnapshotError(f"store {store.name!r} is not in snapshot {snap.version}; "
                                 "run `deltastate snapshot publish` to include it")
-        # The index covers every partition: a scoped read filters in DuckDB instead.
-        if store.name in self._overlays or self.partitions is not None:
+        if store.name in self._overlays:
             return None
-        return snap.index(store.name)
+        index = snap.index(store.name)
+        # An index laid out before partitions were: a scoped read filters in DuckDB instead.
+        return None if index is None or (self.partitions is not None and not index.partitioned) else index
 
     # -- key-value reads -------------------------------------------------------------------------
     def get(self, store: str, key: str) -> QueryResult:
@@ -259,7 +260,7 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                found = [i for i in index.find_many(list(keys)) if i is not None]
+                found = [i for i in index.find_many(list(keys), self.partitions) if i is not None]
                 rows = [index.row(found[0])] if len(found) == 1 else index.rows_at(found)
                 return QueryResult(snap.version, index.columns, rows)
             if not keys:
@@ -278,7 +279,7 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                return QueryResult(snap.version, index.columns, index.top(name, n))
+                return QueryResult(snap.version, index.columns, index.top(name, n, self.partitions))
             sql = (f"SELECT * FROM {self._table(snap, definition)} "
                    f"ORDER BY {quote(name)} DESC NULLS LAST, \"key\" ASC LIMIT ?")
             return self._run(snap, sql, [n])
@@ -291,10 +292,13 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                i = index.find(key)
+                i = index.find(key, self.partitions)
                 if i is None:
                     raise KeyNotFoundError(store, key)
-                row = {"rank": index.rank(name, i), KEY: key, name: index.row(i)[name]}
+                value = index.row(i)[name]
+                rank = index.rank(name, i) if self.partitions is None else \
+                    1 + index.count_above(name, value, key, self.partitions)
+                row = {"rank": rank, KEY: key, name: value}
                 return QueryResult(snap.version, list(row), [row])
             sql = (f"SELECT rank, \"key\", {column} FROM (SELECT \"key\", {column}, row_number() OVER "
                    f"(ORDER BY {column} DESC NULLS LAST, \"key\" ASC) AS rank FROM {self._table(snap, definition)}) "
@@ -314,6 +318,9 @@ class Queries:
         else:
             where, params = f"{column} > ? OR ({column} = ? AND \"key\" < ?)", [value, value, key]
         with self.reader.snapshot() as snap:
+            index = self._index(snap, definition)
+            if index is not None:
+                return index.count_above(self._order_by(definition, by), value, key, self.partitions)
             sql = f"SELECT count(*) AS above FROM {self._table(snap, definition)} WHERE {where}"
             return int(self._run(snap, sql, params).row["above"])
 

@@ -146,7 +146,7 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
     if state.options.fast_path:
         app.add_middleware(FastPath, api=app, state=state)
     if state.tier is not None:
-        app.add_middleware(TierRouter, state=state)
+        app.add_middleware(TierRouter, api=app, state=state)
     app.add_middleware(ServiceMiddleware, state=state)
     return app
 

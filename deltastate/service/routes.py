@@ -156,7 +156,8 @@ def get_key(request: Request, store: Store, key: Key, options: PointOptions) -> 
     """The key's value (Kafka Streams ReadOnlyKeyValueStore.get); 404 when absent."""
     with state_of(request).reading([store], options) as reading:
         if reading.latest is None:
-            return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+            queries = reading.queries.scoped(partitions_asked(request))
+            return _answer(reading, {"store": store, "key": key, "value": queries.get(store, key).row})
         rows, position = reading.latest.get_many(reading.queries, store, [key])
         if not rows:
             raise KeyNotFoundError(store, key)
@@ -177,7 +178,7 @@ def batch_get(request: Request, store: Store, body: Annotated[BatchGetRequest, B
     """Many keys in one request, from one snapshot: the rows found in the order asked, and the keys
     missing."""
     with state_of(request).reading([store], options) as reading:
-        result = reading.queries.get_many(store, body.keys)
+        result = reading.queries.scoped(partitions_asked(request)).get_many(store, body.keys)
         position = None
         if reading.latest is not None:
             rows, position = reading.latest.get_many(reading.queries, store, body.keys)

@@ -56,7 +56,7 @@ class ServiceState:
         self.settings = settings
         self.options = options
         # Overlays of changelog commits and topic tails, shared by every request (query/consistency.py).
-        self.reads = ConsistentReads(settings, options.staleness_cache_s)
+        self.reads = ConsistentReads(settings, options.staleness_cache_s, tail_on_demand=options.tier is not None)
         self.deltalog = self.reads.deltalog
         self.uncached_log = self.reads.uncached_log
         self.freshness = FreshnessTracker(settings, self.deltalog,

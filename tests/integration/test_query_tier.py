@@ -10,11 +10,14 @@ partitions to the survivors, which the metadata then shows. Restarted, it rejoin
 
 The snapshot is generated (publish_generated: the production publisher, rows from here) so the
 test spends its time on the tier, not on Spark; each key's source partition is its murmur2
-partition, as a real run writes it. The instances' RSS is printed, one alone and then three.
+partition, as a real run writes it. Memory: after the same reads over every key, an instance of
+three holds less of the read index resident (RSS from /proc) than one instance alone, because it
+searches its partitions' rows only.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import random
@@ -39,7 +42,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 STORE = "player_stats"
 TOPIC = "game-results"  # the store's declared source: with no checkpoint, the topic it runs on
 PARTITIONS = 4
-KEYS = 6_000
+# Enough rows that the read index's resident pages show beside the interpreter: the page cache maps
+# files in folios of up to 2 MB, so a partition's slice of a column must be several of those.
+KEYS = 600_000
+WARM_EVERY = 8  # every 8th key read touches every page of every column
+WARM_BATCH = 250
 FIELDS = ("games", "total_score", "best_score", "last_played")
 SESSION_TIMEOUT_S = 6  # the broker's group.min.session.timeout.ms
 
@@ -50,7 +57,7 @@ def rows_of(seed: int) -> dict[str, dict[str, int]]:
     out = {}
     for i in range(KEYS):
         games = rng.randint(1, 40)
-        out[f"player-{i:05d}"] = {"games": games, "total_score": rng.randint(0, 900), "best_score": rng.randint(0, 99),
+        out[f"player-{i:06d}"] = {"games": games, "total_score": rng.randint(0, 900), "best_score": rng.randint(0, 99),
                                   "last_played": 1_700_000_000_000 + rng.randint(0, 10**8)}
     return out
 
@@ -86,7 +93,7 @@ class Reference:
         return [(k, self.state[k]["total_score"]) for k in self.order[:n]]
 
     def range(self, low: str, high: str) -> list[str]:
-        return [k for k in self.keys if low <= k <= high]
+        return self.keys[bisect.bisect_left(self.keys, low):bisect.bisect_right(self.keys, high)]
 
 
 def values(row: dict[str, Any]) -> dict[str, int]:
@@ -99,6 +106,18 @@ class Instance:
     url: str
     port: int
     proc: subprocess.Popen | None = None
+
+    def index_mb(self) -> float:
+        """Resident MB of the snapshot's read index files in the process (from /proc/PID/smaps)."""
+        total, mapped = 0, None
+        with open(f"/proc/{self.proc.pid}/smaps") as fh:
+            for line in fh:
+                fields = line.split()
+                if fields and "-" in fields[0] and len(fields) >= 5:
+                    mapped = fields[5] if len(fields) > 5 else None
+                elif fields and fields[0] == "Rss:" and mapped is not None and ".index/" in mapped:
+                    total += int(fields[1])
+        return total / 1024
 
     def rss_mb(self) -> float:
         assert self.proc is not None
@@ -174,28 +193,39 @@ def tier(broker: str, session_settings: Settings, tmp_path_factory: pytest.TempP
     instances = [Instance(f"http://127.0.0.1:{port}", port) for port in (free_port(), free_port(), free_port())]
     world = {"settings": settings, "env": env, "instances": instances, "ref": Reference(state),
              "logs": home, "rss": {}}
+    port = free_port()
+    alone = Instance(f"http://127.0.0.1:{port}", port)
     try:
-        start(instances[0], env, home)
-        warm(instances[0].url, world["ref"])
-        world["rss"]["alone"] = instances[0].rss_mb()
-        for instance in instances[1:]:
+        start(alone, env, home)  # one instance alone: it answers every partition
+        owners(alone.url, world["ref"])  # the metadata reads the three answer while they form the tier
+        warm([alone.url], world["ref"])
+        world["rss"]["alone"] = (alone.rss_mb(), alone.index_mb())
+        alone.proc.terminate()  # it leaves the group as it stops
+        alone.proc.wait(15)
+        for instance in instances:
             start(instance, env, home)
         wait_for_view(instances, {i.url for i in instances}, world["ref"])
+        warm([i.url for i in instances], world["ref"])
+        world["rss"]["three"] = {i.url: (i.rss_mb(), i.index_mb()) for i in instances}
         yield world
     finally:
-        for instance in instances:
+        for instance in [alone, *instances]:
             if instance.proc is not None and instance.proc.poll() is None:
                 instance.proc.terminate()
                 instance.proc.wait(15)
 
 
-def warm(url: str, reference: Reference) -> None:
-    """Every kind of read once over the whole key space, so resident memory counts what reads touch."""
-    with httpx.Client(base_url=url, timeout=30) as http:
-        for i in range(0, len(reference.keys), 25):
-            assert http.get(f"/stores/{STORE}/keys/{reference.keys[i]}").status_code == 200
-        assert http.get(f"/stores/{STORE}/top", params={"n": 100}).status_code == 200
-        assert http.get(f"/stores/{STORE}/all", params={"limit": 10_000}).status_code == 200
+def warm(urls: list[str], reference: Reference) -> None:
+    """Keys all over the store read (small batches, spread over the instances: the Python heap's
+    high-water mark follows the largest answer an instance builds) and the leaderboard, so resident
+    memory counts what point reads touch."""
+    keys = reference.keys[::WARM_EVERY]
+    with httpx.Client(timeout=60) as http:
+        for n, i in enumerate(range(0, len(keys), WARM_BATCH)):
+            url = urls[n % len(urls)]
+            r = http.post(f"{url}/stores/{STORE}/keys:batchGet", json={"keys": keys[i:i + WARM_BATCH]})
+            assert r.status_code == 200 and not r.json()["missing"], r.text[:300]
+        assert http.get(f"{urls[0]}/stores/{STORE}/top", params={"n": 100}).status_code == 200
 
 
 # -- the checks ------------------------------------------------------------------------------------
@@ -214,6 +244,11 @@ def check_reads(url: str, reference: Reference, rng: random.Random) -> None:
         assert [row["key"] for row in body["rows"]] == [k for k in asked if k in reference.state]
         assert all(values(row) == reference.state[row["key"]] for row in body["rows"])
         assert body["missing"] == ["nobody"]
+        # Refusals are a single instance's: one key too many, a bad parameter of a scattered read.
+        r = http.post(f"/stores/{STORE}/keys:batchGet", json={"keys": reference.keys[:1_001]})
+        assert r.status_code == 400 and r.json()["error"]["type"] == "bad_parameter", r.text
+        r = http.get(f"/stores/{STORE}/top", params={"n": 10, "by": "nothing"})
+        assert r.status_code == 400 and r.json()["error"]["parameter"] == "by", r.text
 
         low, high = reference.keys[1_000], reference.keys[1_350]
         rows, cursor = [], None
@@ -256,8 +291,15 @@ def test_metadata_names_owner_and_standby_and_reads_go_to_the_owner(tier) -> Non
             r = httpx.get(f"{instance.url}/stores/{STORE}/keys/{key}", timeout=10)
             assert r.status_code == 200, r.text
             assert r.headers["X-Deltastate-Served-By"] == active and r.headers["X-Deltastate-Served-As"] == "active"
-    rss = {i.url: round(i.rss_mb(), 1) for i in instances}
-    print(f"\nRSS MB: one instance alone {tier['rss']['alone']:.1f}; with three {rss}")
+
+
+
+def test_an_instance_of_three_holds_less_than_one_alone(tier) -> None:
+    (alone, alone_index), three = tier["rss"]["alone"], tier["rss"]["three"]
+    print(f"\nRSS after the same reads: one instance alone {alone:.1f} MB (read index {alone_index:.1f} MB); "
+          f"each of three {', '.join(f'{rss:.1f} MB (read index {index:.1f} MB)' for rss, index in three.values())}")
+    assert max(index for _, index in three.values()) < alone_index
+    assert max(rss for rss, _ in three.values()) < alone
 
 
 def reader(urls: list[str], reference: Reference, seed: int, stop: threading.Event, log: list) -> None:
@@ -334,3 +376,41 @@ def test_kill_one_instance_under_load_then_it_rejoins(tier) -> None:
     start(victim, env, tier["logs"])  # restarted at the same URL: it rejoins the group
     wait_for_view(instances, {i.url for i in instances}, reference)
     check_reads(victim.url, reference, random.Random(2))
+
+
+def test_an_instance_tails_only_the_partitions_it_reads(broker: str, topic: str) -> None:
+    """The tail of a tier instance (on demand) holds a partition from its first read on, caught up
+    with everything produced before that read, and no other partition."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from deltastate.query.tail import SourceTail
+
+    admin = AdminClient({"bootstrap.servers": broker})
+    [created] = admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values()
+    created.result()
+    producer = Producer({"bootstrap.servers": broker})
+    sent: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(PARTITIONS)}
+
+    def produce(n: int, tag: str) -> None:
+        for i in range(n):
+            p, key, value = i % PARTITIONS, f"k{i}".encode(), f"{tag}-{i}".encode()
+            producer.produce(topic, value, key, partition=p)
+            sent[p].append((key, value))
+        assert producer.flush(10) == 0
+
+    produce(40, "first")
+    tail = SourceTail(broker, topic, {}, on_demand=True)
+    try:
+        assert tail.held() == []
+        records, _ = tail.snapshot(2, -1)
+        assert [(k, v) for _, k, v in records] == sent[2] and tail.held() == [2]
+        produce(40, "second")
+        deadline = time.monotonic() + 10
+        while [(k, v) for _, k, v in tail.snapshot(2, -1)[0]] != sent[2]:
+            assert time.monotonic() < deadline, "the tail did not follow partition 2"
+            time.sleep(0.05)
+        records, _ = tail.snapshot(0, -1)
+        assert [(k, v) for _, k, v in records] == sent[0] and tail.held() == [0, 2]
+    finally:
+        tail.close()

@@ -61,6 +61,11 @@ def merge_batch(keys: Sequence[str], parts: Iterable[Sequence[Row]]) -> tuple[li
     return [found[k] for k in keys if k in found], [k for k in dict.fromkeys(keys) if k not in found]
 
 
+def columns_of(bodies: Sequence[dict[str, Any]]) -> list[str]:
+    """The columns of the first part that has rows (a part without rows may name none)."""
+    return next((b["columns"] for b in bodies if b.get("rows")), bodies[0].get("columns", []))
+
+
 def stalest(metas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The meta of the part answered from the oldest snapshot, the stalest one among equals (unknown
     staleness counts as the stalest): a merged answer claims no more freshness than its weakest part."""
@@ -72,4 +77,4 @@ def stalest(metas: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return min(metas, key=age)
 
 
-__all__ = ["merge_batch", "merge_pages", "merge_rank", "merge_top", "stalest", "top_order"]
+__all__ = ["columns_of", "merge_batch", "merge_pages", "merge_rank", "merge_top", "stalest", "top_order"]

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,19 +31,12 @@ from deltastate.errors import DeltastateError
 from deltastate.ingest.partitioner import partition_for
 from deltastate.query.location import StreamTopic, stream_topic
 from deltastate.service.answers import JSONAnswer, encode_cursor, error_answer
+from deltastate.service.routes import BATCH_GET_MAX
 from deltastate.service.state import ServiceState
 from deltastate.service.tier import merge
 from deltastate.service.tier.forward import Ask, Forwarder, Part
 from deltastate.service.tier.ownership import plan
-from deltastate.service.tier.scope import (
-    FORWARDED,
-    PARTITIONS,
-    RANK_VALUE,
-    SERVED_AS,
-    SERVED_BY,
-    STANDBY_FOR,
-    partitions_header,
-)
+from deltastate.service.tier.scope import FORWARDED, PARTITIONS, RANK_VALUE, batch_keys, partitions_header, served_headers
 
 _KEY_READ = re.compile(r"^/stores/([^/]+)/keys/([^/]+)(?:/(windows|sessions))?$")
 _RANK = re.compile(r"^/stores/([^/]+)/keys/([^/]+)/rank$")
@@ -53,8 +48,9 @@ _KEPT = ("content-type", "retry-after", "www-authenticate")
 
 
 class TierRouter:
-    def __init__(self, app: ASGIApp, state: ServiceState) -> None:
+    def __init__(self, app: ASGIApp, api: FastAPI, state: ServiceState) -> None:
         self.app = app
+        self.api = api
         self.state = state
         tier = state.tier
         assert tier is not None, "the router runs only in a tier"
@@ -71,6 +67,11 @@ class TierRouter:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
+        # Answers built here are counted under their route template, as the endpoints' are.
+        route = next((r for r in self.api.router.routes if isinstance(r, APIRoute) and method in r.methods
+                      and r.path_regex.match(path)), None)
+        if route is not None:
+            scope["route"] = route
         try:
             if method == "GET" and (found := _KEY_READ.match(path)):
                 await self._key_read(scope, receive, send, found[1], found[2])
@@ -116,9 +117,14 @@ class TierRouter:
         return [self.here] if owner is None else [owner, *view.standbys(topic, partition)]
 
     # -- answers -------------------------------------------------------------------------------------
-    async def _local(self, scope: Scope, receive: Receive, send: Send, standby_for: str | None = None) -> None:
-        """Answer here, naming this instance on the answer."""
-        extra = _served_headers([self.here], [standby_for] if standby_for else [])
+    async def _local(self, scope: Scope, receive: Receive, send: Send, standby_for: str | None = None,
+                     partitions: list[int] | None = None) -> None:
+        """Answer here, naming this instance on the answer; partitions: the ones the read covers, so
+        that the read index is searched (and kept resident) in those only."""
+        extra = served_headers([self.here], [standby_for] if standby_for else [])
+        if partitions is not None:
+            scope = {**scope, "headers": [*scope["headers"], (FORWARDED.encode(), self.here.encode("latin-1")),
+                                          (PARTITIONS.encode(), partitions_header(partitions).encode())]}
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -130,7 +136,7 @@ class TierRouter:
     async def _relay(self, scope: Scope, receive: Receive, send: Send, part: Part, owner: str) -> None:
         headers = {k: v for k, v in part.headers.items() if k.lower().startswith("x-deltastate-") or k.lower() in _KEPT}
         answer = Response(part.body, status_code=part.status, headers=headers)
-        answer.raw_headers += _served_headers([part.served_by], [owner] if part.standby else [])
+        answer.raw_headers += served_headers([part.served_by], [owner] if part.standby else [])
         await answer(scope, receive, send)
 
     def _ask(self, scope: Scope, body: bytes = b"", **extra: str) -> Ask:
@@ -144,12 +150,13 @@ class TierRouter:
             return
         partition = partition_for(key, topic.partitions)
         candidates = self._candidates(topic.topic, partition)
-        await self._one_hop(scope, receive, send, store, partition, candidates, self._ask(scope))
+        ask = self._ask(scope, **{PARTITIONS: str(partition)})
+        await self._one_hop(scope, receive, send, store, partition, candidates, ask)
 
     async def _one_hop(self, scope: Scope, receive: Receive, send: Send, store: str, partition: int,
                        candidates: list[str], ask: Ask) -> None:
         if candidates[0] == self.here:
-            await self._local(scope, receive, send)
+            await self._local(scope, receive, send, partitions=[partition])
             return
         # Try the others first: answering here as a standby is the last resort, as it is for them.
         others = [c for c in candidates if c != self.here]
@@ -158,7 +165,7 @@ class TierRouter:
         except DeltastateError:
             if self.here not in candidates:
                 raise
-            await self._local(scope, receive, send, standby_for=candidates[0])
+            await self._local(scope, receive, send, standby_for=candidates[0], partitions=[partition])
             return
         await self._relay(scope, receive, send, part, candidates[0])
 
@@ -193,7 +200,7 @@ class TierRouter:
         weakest = parts[metas.index(merge.stalest(metas))]
         headers = {k: v for k, v in weakest.headers.items() if k.lower().startswith("x-deltastate-")}
         answer = JSONAnswer(body, headers=headers)
-        answer.raw_headers += _served_headers(sorted({p.served_by for p in parts}),
+        answer.raw_headers += served_headers(sorted({p.served_by for p in parts}),
                                               sorted({p.served_by for p in parts if p.standby}))
         await answer(scope, receive, send)
 
@@ -211,7 +218,7 @@ class TierRouter:
             n = int(params.get("n", "10")) if params.get("n", "10").isdigit() else 10
 
             def shape(bodies: list[dict[str, Any]]) -> dict[str, Any]:
-                return {"store": store, "columns": _columns(bodies),
+                return {"store": store, "columns": merge.columns_of(bodies),
                         "rows": merge.merge_top((b["rows"] for b in bodies), by, n)}
         else:
             keys = store_key_columns(definition)
@@ -221,7 +228,7 @@ class TierRouter:
             def shape(bodies: list[dict[str, Any]]) -> dict[str, Any]:
                 rows = merge.merge_pages((b["rows"] for b in bodies), keys, limit)
                 cursor = encode_cursor([rows[-1][c] for c in keys]) if len(rows) == limit and rows else None
-                return {"store": store, "columns": _columns(bodies), "rows": rows, "next_cursor": cursor}
+                return {"store": store, "columns": merge.columns_of(bodies), "rows": rows, "next_cursor": cursor}
 
         await self._merged(scope, receive, send, parts, shape)
 
@@ -258,7 +265,7 @@ class TierRouter:
             more = message.get("more_body", False)
         replay = _replay(body)
         topic = self._topic(store)
-        keys = _batch_keys(body)
+        keys = batch_keys(body, BATCH_GET_MAX)
         if topic is None or keys is None:
             await self.app(scope, replay, send)  # the endpoint judges the request and names what is wrong
             return
@@ -270,7 +277,7 @@ class TierRouter:
             groups.setdefault(owner, []).append(key)
             partitions.setdefault(owner, set()).add(p)
         if set(groups) == {self.here}:
-            await self._local(scope, replay, send)
+            await self._local(scope, replay, send, partitions=sorted(partitions[self.here]))
             return
 
         async def one(owner: str) -> Part:
@@ -279,41 +286,17 @@ class TierRouter:
             sub = json.dumps({"keys": groups[owner]}).encode()
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
             ask = Ask("POST", scope.get("raw_path") or scope["path"].encode(), scope["query_string"],
-                      [*headers, (b"content-type", b"application/json")], sub)
+                      [*headers, (b"content-type", b"application/json")], sub,
+                      ((PARTITIONS, partitions_header(asked)),))
             return await self.forwarder.ask(store, asked, candidates, ask)
 
         parts = list(await asyncio.gather(*(one(owner) for owner in sorted(groups))))
 
         def shape(bodies: list[dict[str, Any]]) -> dict[str, Any]:
             rows, missing = merge.merge_batch(keys, (b["rows"] for b in bodies))
-            return {"store": store, "columns": _columns(bodies), "rows": rows, "missing": missing}
+            return {"store": store, "columns": merge.columns_of(bodies), "rows": rows, "missing": missing}
 
         await self._merged(scope, receive, send, parts, shape)
-
-
-def _columns(bodies: list[dict[str, Any]]) -> list[str]:
-    """The columns of the first part that has rows (parts without rows may name none)."""
-    return next((b["columns"] for b in bodies if b.get("rows")), bodies[0].get("columns", []))
-
-
-def _served_headers(by: list[str], standby_for: list[str]) -> list[tuple[bytes, bytes]]:
-    out = [(SERVED_BY.lower().encode(), ",".join(by).encode("latin-1")),
-           (SERVED_AS.lower().encode(), b"standby" if standby_for else b"active")]
-    if standby_for:
-        out.append((STANDBY_FOR.lower().encode(), ",".join(standby_for).encode("latin-1")))
-    return out
-
-
-def _batch_keys(body: bytes) -> list[str] | None:
-    """The keys of a plain batchGet body; None for anything the endpoint must judge."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return None
-    keys = parsed.get("keys") if isinstance(parsed, dict) else None
-    if not isinstance(keys, list) or not 1 <= len(keys) <= 1_000 or not all(isinstance(k, str) for k in keys):
-        return None
-    return keys
 
 
 def _replay(body: bytes) -> Receive:

@@ -58,5 +58,27 @@ def partitions_header(partitions: list[int]) -> str:
     return ",".join(str(p) for p in sorted(partitions))
 
 
-__all__ = ["FORWARDED", "PARTITIONS", "RANK_VALUE", "SERVED_AS", "SERVED_BY", "STANDBY_FOR", "forwarded",
-           "partitions_asked", "partitions_header", "rank_value_asked"]
+def served_headers(by: list[str], standby_for: list[str]) -> list[tuple[bytes, bytes]]:
+    """The raw answer headers naming who answered, and for whom a standby stood in."""
+    out = [(SERVED_BY.lower().encode(), ",".join(by).encode("latin-1")),
+           (SERVED_AS.lower().encode(), b"standby" if standby_for else b"active")]
+    if standby_for:
+        out.append((STANDBY_FOR.lower().encode(), ",".join(standby_for).encode("latin-1")))
+    return out
+
+
+def batch_keys(body: bytes, most: int) -> list[str] | None:
+    """The keys of a plain batchGet body of at most `most` keys; None for anything the endpoint
+    must judge (and refuse)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    keys = parsed.get("keys") if isinstance(parsed, dict) else None
+    if not isinstance(keys, list) or not 1 <= len(keys) <= most or not all(isinstance(k, str) for k in keys):
+        return None
+    return keys
+
+
+__all__ = ["FORWARDED", "PARTITIONS", "RANK_VALUE", "SERVED_AS", "SERVED_BY", "STANDBY_FOR", "batch_keys",
+           "forwarded", "partitions_asked", "partitions_header", "rank_value_asked", "served_headers"]
