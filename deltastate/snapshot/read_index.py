@@ -68,12 +68,15 @@ def build_read_index(snapshot_file: Path, stores: list[StoreDefinition], out: Pa
             if not backend_of(store).read_index or store.name not in held:
                 continue
             table = con.sql(f'SELECT * FROM "{store.name}"').to_arrow_table()
-            # A row without a source partition (none is written so) counts as partition 0's.
-            sources = pc.fill_null(table.column(SOURCE_PARTITION), 0)
-            order_in = pc.sort_indices(pa.table({"p": sources, "k": table.column(KEY)}), [("p", "ascending"),
-                                                                                          ("k", "ascending")])
-            table = table.take(order_in).combine_chunks()
-            partition = sources.take(order_in).to_numpy(zero_copy_only=False).astype(np.int64)
+            # One sort by key; rows then go partition by partition, keeping key order within each (a
+            # stable sort of small integers). A row without a source partition (none is written so)
+            # counts as partition 0's.
+            by_key_in = pc.sort_indices(table, [(KEY, "ascending")]).to_numpy().astype(np.int64)
+            sources = pc.fill_null(table.column(SOURCE_PARTITION), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+            key_rank = np.argsort(_small(sources[by_key_in]), kind="stable")  # new row -> its rank in key order
+            table = table.take(pa.Array.from_buffers(pa.int64(), len(key_rank),
+                                                     [None, pa.py_buffer(by_key_in[key_rank])])).combine_chunks()
+            partition = sources[by_key_in[key_rank]]
             counts = np.bincount(partition) if len(partition) else np.zeros(0, dtype=np.int64)
             np.save(out / f"{store.name}.parts.npy", np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
             with pa.OSFile(str(out / f"{store.name}.rows.arrow"), "wb") as sink:
@@ -86,7 +89,8 @@ def build_read_index(snapshot_file: Path, stores: list[StoreDefinition], out: Pa
             start, end = int(offsets[0]), int(offsets[-1])
             (out / f"{store.name}.keys.bin").write_bytes(b"" if data is None else data.to_pybytes()[start:end])
             np.save(out / f"{store.name}.keys.off.npy", (offsets - start).astype(np.int64))
-            key_order = pc.sort_indices(table, [(KEY, "ascending")]).to_numpy().astype(np.int64)  # rows by key
+            key_order = np.empty_like(key_rank)  # rows by key
+            key_order[key_rank] = np.arange(len(key_rank), dtype=np.int64)
             widths = np.diff(offsets)
             if len(widths) and widths.max() <= FIXED_KEY_BYTES and b"\x00" not in (out / f"{store.name}.keys.bin").read_bytes():
                 # Short keys without NUL bytes also go into fixed-width arrays: numpy pads with NULs,
@@ -96,23 +100,28 @@ def build_read_index(snapshot_file: Path, stores: list[StoreDefinition], out: Pa
                 np.save(out / f"{store.name}.keys.fixed.npy", fixed)
                 np.save(out / f"{store.name}.keys.sorted.npy", fixed[key_order])
                 np.save(out / f"{store.name}.keys.rows.npy", key_order)
-            # Ties order by key: each row's place in key order over all partitions.
-            by_key = np.empty(table.num_rows, dtype=np.int64)
-            by_key[key_order] = np.arange(table.num_rows, dtype=np.int64)
             for column in store.numeric_columns:
                 values = table.column(column).to_numpy(zero_copy_only=False)
                 missing = table.column(column).is_null().to_numpy(zero_copy_only=False)
                 filled = np.where(missing, 0, values)
                 # lexsort: the last key is the primary one. Descending values, NULLs last, then key order.
-                order = np.lexsort((by_key, -filled, missing)).astype(np.int64)
+                order = np.lexsort((key_rank, -filled, missing)).astype(np.int64)
                 position = np.empty_like(order)
                 position[order] = np.arange(1, len(order) + 1, dtype=np.int64)
                 np.save(out / f"{store.name}.rank.{column}.npy", order)
                 np.save(out / f"{store.name}.pos.{column}.npy", position)
+                # Each partition's rows in that order: a stable sort of the order by partition.
                 np.save(out / f"{store.name}.prank.{column}.npy",
-                        np.lexsort((by_key, -filled, missing, partition)).astype(np.int64))
+                        order[np.argsort(_small(partition[order]), kind="stable")])
     finally:
         con.close()
+
+
+def _small(values: np.ndarray) -> np.ndarray:
+    """Partition numbers as 16-bit integers when they fit: numpy's stable sort of those is a radix sort."""
+    import numpy as np
+
+    return values.astype(np.int16) if len(values) and 0 <= values.min() and values.max() < 2**15 else values
 
 
 def remove_index(snapshot_file: Path) -> None:

@@ -44,8 +44,8 @@ TOPIC = "game-results"  # the store's declared source: with no checkpoint, the t
 PARTITIONS = 4
 # Enough rows that the read index's resident pages show beside the interpreter: the page cache maps
 # files in folios of up to 2 MB, so a partition's slice of a column must be several of those.
-KEYS = 600_000
-WARM_EVERY = 8  # every 8th key read touches every page of every column
+KEYS = 900_000
+WARM_EVERY = 12  # every 12th key read touches every page of every column
 WARM_BATCH = 250
 FIELDS = ("games", "total_score", "best_score", "last_played")
 SESSION_TIMEOUT_S = 6  # the broker's group.min.session.timeout.ms
