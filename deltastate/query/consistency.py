@@ -126,9 +126,11 @@ Lease = Callable[[], AbstractContextManager["Snapshot"]]
 class ConsistentReads:
     """The overlays and topic tails reads at committed and latest consistency share. Thread-safe."""
 
-    def __init__(self, settings: Settings, staleness_cache_s: float = 0.0) -> None:
+    def __init__(self, settings: Settings, staleness_cache_s: float = 0.0, tail_on_demand: bool = False) -> None:
         self.settings = settings
         self._staleness_cache_s = staleness_cache_s
+        # An instance of a query tier tails the partitions it answers for, not the whole topic.
+        self._tail_on_demand = tail_on_demand
         self._logs: tuple[DeltaLog, DeltaLog] | None = None
         self._logs_lock = threading.Lock()
         self._tails: dict[str, SourceTail] = {}
@@ -227,7 +229,7 @@ class ConsistentReads:
                 tail = None
             if tail is None:
                 tail = SourceTail(self.settings.kafka_bootstrap, definition.source.topic,
-                                  {p: hi + 1 for p, hi in offsets.items()})
+                                  {p: hi + 1 for p, hi in offsets.items()}, on_demand=self._tail_on_demand)
                 self._tails[definition.name] = tail
             return tail
 

@@ -11,6 +11,9 @@ total, so results are deterministic:
 
 A Queries object resolves the current snapshot for each read; `at(snapshot)` pins one snapshot
 (the service leases one per request) and may overlay changelog rows newer than it (fresh reads).
+`scoped(partitions)` narrows the reads to the rows of some source partitions: an instance of a query
+tier answers its share of a scattered read that way (service/tier/), and the parts merge into the
+answer over every partition.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltastate.changelog.layout import KEY, OP, OP_PUT, WINDOW_END, WINDOW_START, store_key_columns
+from deltastate.changelog.layout import KEY, OP, OP_PUT, SOURCE_PARTITION, WINDOW_END, WINDOW_START, store_key_columns
 from deltastate.changelog.rules import retained_column
 from deltastate.config import Settings
 from deltastate.errors import KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
@@ -108,19 +111,25 @@ class Queries:
 
     def __init__(self, settings: Settings, reader: SnapshotReader | None = None,
                  definitions: dict[tuple[str, int | None], StoreDefinition] | None = None,
-                 overlays: dict[str, Overlay] | None = None) -> None:
+                 overlays: dict[str, Overlay] | None = None, partitions: frozenset[int] | None = None) -> None:
         self.settings = settings
         self.reader = reader or SnapshotReader(settings)
         # Parsing a store's YAML costs milliseconds; a service shares one cache across requests.
         self._definitions = definitions if definitions is not None else {}
         self._definitions_lock = threading.Lock()
         self._overlays = overlays or {}
+        self.partitions = partitions  # None: every partition
 
     def at(self, snap: Snapshot, overlays: dict[str, Overlay] | None = None) -> Queries:
         """These reads pinned to one open snapshot; overlays: per store, changelog rows committed after
         it (the snapshot's columns plus `op`, latest per store key) that replace or delete its rows,
         and for window and session stores the retention horizon they move (query/fresh.py)."""
-        return Queries(self.settings, _Pinned(snap), self._definitions, overlays)  # type: ignore[arg-type]
+        return Queries(self.settings, _Pinned(snap), self._definitions, overlays,  # type: ignore[arg-type]
+                       self.partitions)
+
+    def scoped(self, partitions: frozenset[int] | None) -> Queries:
+        """These reads over the rows of these source partitions only (None: all of them)."""
+        return Queries(self.settings, self.reader, self._definitions, self._overlays, partitions)
 
     def close(self) -> None:
         self.reader.close()
@@ -160,19 +169,26 @@ class Queries:
         table = quote(store.name)
         overlay = self._overlays.get(store.name)
         if overlay is None or overlay.rows is None:
-            return table
+            return self._in_scope(table)
         name = quote(f"_fresh_{store.name}")
         snap.con.register(f"_fresh_{store.name}", overlay.rows)
         same = " AND ".join(f"f.{quote(c)} = s.{quote(c)}" for c in store_key_columns(store))
         merged = (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
                   f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = '{OP_PUT}')")
         if not overlay.horizon:
-            return merged
+            return self._in_scope(merged)
         # Entries past retention at the newer stream times have left the store (see query/fresh.py).
         cases = " ".join(f"WHEN {int(p)} THEN {int(h)}" for p, h in sorted(overlay.horizon.items()))
         edge = retained_column(backend_of(store).retention_spec(store))  # type: ignore[arg-type]
-        return (f"(SELECT * FROM {merged} WHERE {quote(edge)} > "
-                f"coalesce(CASE source_partition {cases} END, {-2**63}))")
+        return self._in_scope(f"(SELECT * FROM {merged} WHERE {quote(edge)} > "
+                              f"coalesce(CASE source_partition {cases} END, {-2**63}))")
+
+    def _in_scope(self, table: str) -> str:
+        """The rows of `table` in the scope's source partitions (every row when not scoped)."""
+        if self.partitions is None:
+            return table
+        listed = ", ".join(str(int(p)) for p in sorted(self.partitions)) or "NULL"
+        return f"(SELECT * FROM {table} WHERE {quote(SOURCE_PARTITION)} IN ({listed}))"
 
     @staticmethod
     def _order_by(store: StoreDefinition, by: str | None) -> str:
@@ -223,7 +239,11 @@ class Queries:
         if store.name not in snap.stores:
             raise SnapshotError(f"store {store.name!r} is not in snapshot {snap.version}; "
                                 "run `deltastate snapshot publish` to include it")
-        return None if store.name in self._overlays else snap.index(store.name)
+        if store.name in self._overlays:
+            return None
+        index = snap.index(store.name)
+        # An index laid out before partitions were: a scoped read filters in DuckDB instead.
+        return None if index is None or (self.partitions is not None and not index.partitioned) else index
 
     # -- key-value reads -------------------------------------------------------------------------
     def get(self, store: str, key: str) -> QueryResult:
@@ -240,7 +260,7 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                found = [i for i in index.find_many(list(keys)) if i is not None]
+                found = [i for i in index.find_many(list(keys), self.partitions) if i is not None]
                 rows = [index.row(found[0])] if len(found) == 1 else index.rows_at(found)
                 return QueryResult(snap.version, index.columns, rows)
             if not keys:
@@ -259,7 +279,7 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                return QueryResult(snap.version, index.columns, index.top(name, n))
+                return QueryResult(snap.version, index.columns, index.top(name, n, self.partitions))
             sql = (f"SELECT * FROM {self._table(snap, definition)} "
                    f"ORDER BY {quote(name)} DESC NULLS LAST, \"key\" ASC LIMIT ?")
             return self._run(snap, sql, [n])
@@ -272,10 +292,13 @@ class Queries:
         with self.reader.snapshot() as snap:
             index = self._index(snap, definition)
             if index is not None:
-                i = index.find(key)
+                i = index.find(key, self.partitions)
                 if i is None:
                     raise KeyNotFoundError(store, key)
-                row = {"rank": index.rank(name, i), KEY: key, name: index.row(i)[name]}
+                value = index.row(i)[name]
+                rank = index.rank(name, i) if self.partitions is None else \
+                    1 + index.count_above(name, value, key, self.partitions)
+                row = {"rank": rank, KEY: key, name: value}
                 return QueryResult(snap.version, list(row), [row])
             sql = (f"SELECT rank, \"key\", {column} FROM (SELECT \"key\", {column}, row_number() OVER "
                    f"(ORDER BY {column} DESC NULLS LAST, \"key\" ASC) AS rank FROM {self._table(snap, definition)}) "
@@ -284,6 +307,22 @@ class Queries:
         if not result.rows:
             raise KeyNotFoundError(store, key)
         return result
+
+    def count_above(self, store: str, key: str, value: Any, by: str | None = None) -> int:
+        """How many keys rank above a key whose `by` value is `value` in the top ordering (the key
+        need not be in the store, nor in the scope): what a scattered rank adds up per partition."""
+        definition = self.store(store)
+        column = quote(self._order_by(definition, by))
+        if value is None:  # NULLs rank last: every non-NULL value is above, then NULLs by key
+            where, params = f"{column} IS NOT NULL OR ({column} IS NULL AND \"key\" < ?)", [key]
+        else:
+            where, params = f"{column} > ? OR ({column} = ? AND \"key\" < ?)", [value, value, key]
+        with self.reader.snapshot() as snap:
+            index = self._index(snap, definition)
+            if index is not None:
+                return index.count_above(self._order_by(definition, by), value, key, self.partitions)
+            sql = f"SELECT count(*) AS above FROM {self._table(snap, definition)} WHERE {where}"
+            return int(self._run(snap, sql, params).row["above"])
 
     def range(self, store: str, from_key: str | None, to_key: str | None, limit: int | None = None,
               after: Sequence[Any] | None = None) -> QueryResult:

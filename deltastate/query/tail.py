@@ -6,6 +6,10 @@ committed to Kafka), that holds each record from the stream's committed position
 costs no broker round trip and sees a record a few milliseconds after it is acknowledged. What the
 stream has committed since is trimmed as reads report it. A one-off reader (the CLI) waits until
 the tail holds everything produced before it asked (`topic_ends`, `wait_for`).
+
+An instance of a query tier answers latest reads for its own partitions only (the others are
+forwarded), so its tail holds a partition from the first read of it on (`on_demand`): that read
+waits until the tail has caught up with the partition's end as it was when asked.
 """
 
 from __future__ import annotations
@@ -50,26 +54,46 @@ class _Partition:
 
 class SourceTail:
     """A background reader of `topic` from `start` (partition -> first offset to hold; a partition
-    not named starts at its beginning)."""
+    not named starts at its beginning): of every partition, or with on_demand of each partition
+    from the first read of it on."""
 
-    def __init__(self, bootstrap: str, topic: str, start: dict[int, int]) -> None:
-        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-
+    def __init__(self, bootstrap: str, topic: str, start: dict[int, int], on_demand: bool = False) -> None:
         self.topic = topic
+        self._start = dict(start)
         self._consumer = _consumer(bootstrap)
         self.partitions = topic_partition_count(self._consumer, topic)
-        self._parts = {p: _Partition([], [], start.get(p, 0) - 1) for p in range(self.partitions)}
-        self._consumer.assign([TopicPartition(topic, p, start.get(p, OFFSET_BEGINNING))
-                               for p in range(self.partitions)])
+        self._parts: dict[int, _Partition] = {}
         self._lock = threading.Lock()
+        self._asked: list[int] = []  # partitions to start holding, taken up by the reader thread
+        self._ends: dict[int, int] = {}  # a partition's end when it started being held
         self._stop = threading.Event()
         self._error: Exception | None = None
+        if not on_demand:
+            self._hold(list(range(self.partitions)), ends=False)
         self._thread = threading.Thread(target=self._run, name=f"tail-{topic}", daemon=True)
         self._thread.start()
+
+    def _hold(self, partitions: list[int], ends: bool = True) -> None:
+        """Start reading these partitions (on the reader thread, or before it starts); ends: note
+        where each ends now, for the read waiting to catch up with it."""
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+        for p in partitions if ends else ():
+            self._ends[p] = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10,
+                                                                 cached=False)[1]
+        with self._lock:
+            for p in partitions:
+                self._parts[p] = _Partition([], [], self._start.get(p, 0) - 1)
+        self._consumer.incremental_assign([TopicPartition(self.topic, p, self._start.get(p, OFFSET_BEGINNING))
+                                           for p in partitions])
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                with self._lock:
+                    asked, self._asked = [p for p in dict.fromkeys(self._asked) if p not in self._parts], []
+                if asked:
+                    self._hold(asked)
                 messages = self._consumer.consume(1_000, timeout=0.05)
                 if not messages:
                     continue
@@ -96,10 +120,31 @@ class SourceTail:
         if self._error is not None:
             raise FreshReadError(f"the reader of topic {self.topic!r} stopped ({self._error}); the next read "
                                  "starts a new one")
+        if partition not in self._parts:
+            self._catch_up(partition)
         with self._lock:
             part = self._parts[partition]
             i = bisect.bisect_right(part.offsets, after)
             return part.records[i:], part.consumed
+
+    def _catch_up(self, partition: int, timeout: float = 10.0) -> None:
+        """Hold `partition` from now on; return once it is read up to its end as of this call."""
+        with self._lock:
+            self._asked.append(partition)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self._error is None:
+            with self._lock:
+                part, end = self._parts.get(partition), self._ends.get(partition)
+            if part is not None and end is not None and part.consumed >= end - 1:
+                return
+            time.sleep(0.005)
+        raise FreshReadError(f"topic {self.topic!r} partition {partition}: could not read up to its end within "
+                             f"{timeout:g} s" + (f" ({self._error})" if self._error else ""))
+
+    def held(self) -> list[int]:
+        """The partitions this tail reads."""
+        with self._lock:
+            return sorted(self._parts)
 
     @property
     def failed(self) -> bool:

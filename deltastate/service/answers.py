@@ -3,7 +3,8 @@
 Every error body is {"error": {"type", "message", ...}} with the store, key or parameter it is
 about; the HTTP status follows the exception's class, never its message:
   400 bad parameter, wrong store type, refused or limited SQL      404 unknown store, key, version
-  401 missing/wrong token (auth.py)     503 stale beyond max_staleness, no snapshot yet
+  401 missing/wrong token (auth.py)     503 stale beyond max_staleness, no snapshot yet, no instance
+                                        of the query tier answers for the partitions read
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from deltastate.query.errors import (
     StaleSnapshotError,
     StoreTypeError,
 )
+from deltastate.service.tier.forward import InstanceUnavailableError
 
 # Most specific first.
 STATUS: tuple[tuple[type[DeltastateError], int, str], ...] = (
@@ -36,6 +38,7 @@ STATUS: tuple[tuple[type[DeltastateError], int, str], ...] = (
     (StaleSnapshotError, 503, "stale"),
     (FreshReadError, 503, "fresh_unavailable"),
     (SnapshotError, 503, "no_snapshot"),
+    (InstanceUnavailableError, 503, "instance_unavailable"),
     (ParameterError, 400, "bad_parameter"),
     (StoreTypeError, 400, "wrong_store_type"),
     (SqlLimitError, 400, "sql_limit"),

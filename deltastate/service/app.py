@@ -3,7 +3,9 @@
 Two pure ASGI middlewares run before routing, outermost first: ServiceMiddleware does what every
 request needs, the bearer token (auth.py) and latency and error metrics per route template
 (metrics.py); FastPath (fastpath.py, unless options.fast_path is off) answers point reads without
-FastAPI's routing. deltastate's errors become typed JSON answers (answers.py); FastAPI's parameter
+FastAPI's routing. When the instance is one of a query tier (options.tier), TierRouter
+(tier/router.py) sits between the two: it forwards or scatters a read to the instances that own
+its partitions. deltastate's errors become typed JSON answers (answers.py); FastAPI's parameter
 validation errors become 400s that name the parameter, like every other bad parameter here.
 """
 
@@ -27,6 +29,9 @@ from deltastate.service.fastpath import FastPath
 from deltastate.service.options import ServiceOptions
 from deltastate.service.routes import router
 from deltastate.service.state import ServiceState
+from deltastate.service.tier.membership import Membership
+from deltastate.service.tier.router import TierRouter
+from deltastate.stores import list_stores
 
 API_DESCRIPTION = """Kafka Streams interactive queries over deltastate's versioned DuckDB snapshots.
 Every answer carries the snapshot version, its publish time and its staleness, in the body (`meta`)
@@ -80,8 +85,23 @@ def _authorization(scope: Scope) -> str | None:
     return (found.decode("latin-1") or None) if found is not None else None
 
 
+def _source_topics(state: ServiceState) -> list[str]:
+    """The topics the stores' streams read: the partitions the tier shares out."""
+    from deltastate.query.location import stream_topic
+
+    topics = []
+    for name in list_stores(state.settings):
+        try:
+            topics.append(stream_topic(state.settings, state.queries.store(name)).topic)
+        except DeltastateError:
+            continue  # a store whose definition fails is refused when it is read
+    return topics
+
+
 def create_app(settings: Settings, options: ServiceOptions | None = None) -> FastAPI:
     state = ServiceState(settings, options or ServiceOptions())
+    if state.options.tier is not None:
+        state.tier = Membership(settings.kafka_bootstrap, state.options.tier, lambda: _source_topics(state))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,6 +109,8 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
 
         # Sync endpoints run on AnyIO's worker threads; bound them (see ServiceOptions.worker_threads).
         anyio.to_thread.current_default_thread_limiter().total_tokens = state.options.worker_threads
+        if state.tier is not None:
+            state.tier.start()
         yield
         state.close()
 
@@ -123,6 +145,8 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
     # add_middleware puts the last one added outermost: auth and metrics see both paths alike.
     if state.options.fast_path:
         app.add_middleware(FastPath, api=app, state=state)
+    if state.tier is not None:
+        app.add_middleware(TierRouter, api=app, state=state)
     app.add_middleware(ServiceMiddleware, state=state)
     return app
 

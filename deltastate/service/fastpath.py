@@ -37,6 +37,7 @@ from deltastate.errors import DeltastateError
 from deltastate.service import routes
 from deltastate.service.pointget import PointGet
 from deltastate.service.state import ServiceState
+from deltastate.service.tier.scope import partitions_asked
 
 # Batches up to this many keys answer on the event loop; a larger one would hold it for milliseconds.
 INLINE_BATCH_KEYS = 64
@@ -203,7 +204,8 @@ class FastPath:
         try:
             response = None
             if target is self.get and snapshot_read and "schema_version" not in params:
-                response = self.point_get.answer(found["store"], found["key"], params.get("max_staleness"))
+                response = self.point_get.answer(found["store"], found["key"], params.get("max_staleness"),
+                                                 partitions_asked(request))
             if response is None:
                 call = partial(self._endpoint, request, target, found, params, body)
                 inline = (snapshot_read and (body is None or len(body.keys) <= INLINE_BATCH_KEYS)

@@ -9,6 +9,7 @@ DELTASTATE_SERVICE_THREADS  worker threads running reads (4): more only adds GIL
                             starves the event loop that writes the answers on a small machine
 DELTASTATE_FAST_PATH        1 (default): point reads answer through the fast path (fastpath.py);
                             0: every request goes through FastAPI (same answers, slower)
+DELTASTATE_ADVERTISED_URL   when set, the instance is one of a query tier (tier/options.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from deltastate.errors import ConfigError
+from deltastate.service.tier.options import TierOptions
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class ServiceOptions:
     staleness_cache_s: float = 0.5
     worker_threads: int = 4
     fast_path: bool = True
+    tier: TierOptions | None = None  # None: a single instance answers every read itself
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> ServiceOptions:
@@ -52,7 +55,8 @@ class ServiceOptions:
                    sql_max_rows=int(number("DELTASTATE_SQL_MAX_ROWS", cls.sql_max_rows, int)),
                    page_max=int(number("DELTASTATE_PAGE_MAX", cls.page_max, int)),
                    staleness_cache_s=number("DELTASTATE_STALENESS_CACHE", cls.staleness_cache_s, float),
-                   worker_threads=int(number("DELTASTATE_SERVICE_THREADS", cls.worker_threads, int)))
+                   worker_threads=int(number("DELTASTATE_SERVICE_THREADS", cls.worker_threads, int)),
+                   tier=TierOptions.from_env(env))
 
     def to_env(self) -> dict[str, str]:
         """The environment from which from_env() gives these options (for worker processes)."""
@@ -62,6 +66,8 @@ class ServiceOptions:
                "DELTASTATE_FAST_PATH": "1" if self.fast_path else "0"}
         if self.api_token:
             env["DELTASTATE_API_TOKEN"] = self.api_token
+        if self.tier is not None:
+            env.update(self.tier.to_env())
         return env
 
 

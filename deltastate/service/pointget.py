@@ -69,10 +69,12 @@ class PointGet:
             self._parts = parts
         return found
 
-    def answer(self, store: str, key: str, max_staleness: float | None) -> Response | None:
+    def answer(self, store: str, key: str, max_staleness: float | None,
+               partitions: frozenset[int] | None = None) -> Response | None:
         """The answer to GET /stores/{store}/keys/{key}[?max_staleness=...] at snapshot consistency;
         None when the endpoint must answer (see the module's docstring). Raises the DeltastateError
-        the endpoint would raise (stale, key not found)."""
+        the endpoint would raise (stale, key not found). partitions: the source partitions to look
+        in (a query tier's instance names the key's; None: all)."""
         state = self.state
         if state.pool.current_version() is None:
             return None  # the first read opens the snapshot: the endpoint does that off the event loop
@@ -86,11 +88,11 @@ class PointGet:
                 return None
             definition = state.queries.at(snap).store(store)
             index = snap.index(store) if backend_of(definition).read_index else None
-            if index is None:
+            if index is None or (partitions is not None and not index.partitioned):
                 return None
             freshness = state.freshness.of(snap, [store], None)
             check_max_staleness(freshness, max_staleness, store)
-            found = index.find_many([key])[0]
+            found = index.find_many([key], partitions)[0]
             if found is None:
                 raise KeyNotFoundError(store, key)
             value = _json(_safe_row(index.row(found)))

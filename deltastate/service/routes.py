@@ -21,6 +21,7 @@ from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor
 from deltastate.service.freshness import Freshness, iso
 from deltastate.service.sqlexec import run_sql
 from deltastate.service.state import Reading, ReadOptions, ServiceState
+from deltastate.service.tier.scope import partitions_asked, rank_value_asked
 from deltastate.stores import list_stores
 
 router = APIRouter()
@@ -155,7 +156,8 @@ def get_key(request: Request, store: Store, key: Key, options: PointOptions) -> 
     """The key's value (Kafka Streams ReadOnlyKeyValueStore.get); 404 when absent."""
     with state_of(request).reading([store], options) as reading:
         if reading.latest is None:
-            return _answer(reading, {"store": store, "key": key, "value": reading.queries.get(store, key).row})
+            queries = reading.queries.scoped(partitions_asked(request))
+            return _answer(reading, {"store": store, "key": key, "value": queries.get(store, key).row})
         rows, position = reading.latest.get_many(reading.queries, store, [key])
         if not rows:
             raise KeyNotFoundError(store, key)
@@ -176,7 +178,7 @@ def batch_get(request: Request, store: Store, body: Annotated[BatchGetRequest, B
     """Many keys in one request, from one snapshot: the rows found in the order asked, and the keys
     missing."""
     with state_of(request).reading([store], options) as reading:
-        result = reading.queries.get_many(store, body.keys)
+        result = reading.queries.scoped(partitions_asked(request)).get_many(store, body.keys)
         position = None
         if reading.latest is not None:
             rows, position = reading.latest.get_many(reading.queries, store, body.keys)
@@ -197,7 +199,8 @@ def key_range(request: Request, store: Store, options: Options,
     state = state_of(request)
     size, after = _page_limit(state, limit), decode_cursor(cursor)
     with state.reading([store], options) as reading:
-        return _paged(state, reading, store, reading.queries.range(store, from_key, to_key, size, after), size)
+        queries = reading.queries.scoped(partitions_asked(request))
+        return _paged(state, reading, store, queries.range(store, from_key, to_key, size, after), size)
 
 
 @router.get("/stores/{store}/all", tags=["key-value"])
@@ -207,7 +210,8 @@ def all_keys(request: Request, store: Store, options: Options, limit: Limit = No
     state = state_of(request)
     size, after = _page_limit(state, limit), decode_cursor(cursor)
     with state.reading([store], options) as reading:
-        return _paged(state, reading, store, reading.queries.all(store, size, after), size)
+        return _paged(state, reading, store, reading.queries.scoped(partitions_asked(request)).all(store, size, after),
+                      size)
 
 
 @router.get("/stores/{store}/top", tags=["leaderboard"])
@@ -216,7 +220,8 @@ def top(request: Request, store: Store, options: Options,
         by: Annotated[str | None, Query(description="Numeric value column (default: the store's)")] = None) -> Response:
     """The n best keys by a numeric column, descending, ties by key."""
     with state_of(request).reading([store], options) as reading:
-        return _answer(reading, {"store": store, **_rows(reading.queries.top(store, n=n, by=by))})
+        queries = reading.queries.scoped(partitions_asked(request))
+        return _answer(reading, {"store": store, **_rows(queries.top(store, n=n, by=by))})
 
 
 @router.get("/stores/{store}/keys/{key}/rank", tags=["leaderboard"])
@@ -224,7 +229,12 @@ def rank(request: Request, store: Store, key: Key, options: Options,
          by: Annotated[str | None, Query(description="Numeric value column (default: the store's)")] = None) -> Response:
     """The key's 1-based position in the top ordering."""
     with state_of(request).reading([store], options) as reading:
-        row = reading.queries.rank(store, key, by=by).row
+        queries = reading.queries.scoped(partitions_asked(request))
+        counting, value = rank_value_asked(request)
+        if counting:  # a part of a scattered rank whose partitions do not hold the key
+            above = queries.count_above(store, key, value, by=by)
+            return _answer(reading, {"store": store, "key": key, "rank": above + 1, "row": None})
+        row = queries.rank(store, key, by=by).row
         return _answer(reading, {"store": store, "key": key, "rank": row["rank"], "row": row})
 
 
@@ -267,15 +277,21 @@ def key_sessions(request: Request, store: Store, key: Key, options: Options,
 @router.get("/stores/{store}/keys/{key}/metadata", tags=["metadata"])
 def key_metadata(request: Request, store: Store, key: Key, options: Options) -> Response:
     """queryMetadataForKey: the topic the store's stream reads, the key's partition of it (murmur2, as
-    the producer places it), and the snapshot and changelog versions that hold it."""
+    the producer places it), the instances of the query tier that answer for that partition (the
+    active one and its standbys; null and [] for a single instance) and the snapshot and changelog
+    versions that hold it."""
     state = state_of(request)
     with state.reading([store], options) as reading:
         where = locate(state.settings, reading.queries.store(store), key)
+        view = None if state.tier is None else state.tier.view
         found = reading.queries.range(store, key, key, limit=1)
         fresh: Freshness = reading.freshness
         return _answer(reading, {
             "store": store, "key": key, "topic": where.topic, "partitions": where.partitions,
-            "partition": where.partition, "present": bool(found.rows),
+            "partition": where.partition,
+            "active_host": None if view is None else view.owner(where.topic, where.partition),
+            "standby_hosts": [] if view is None else view.standbys(where.topic, where.partition),
+            "present": bool(found.rows),
             "source_partition": found.rows[0].get(SOURCE_PARTITION) if found.rows else None,
             "snapshot_version": fresh.snapshot_version, "changelog_version": fresh.changelog_version,
             "newest_changelog_version": fresh.newest_changelog_version})

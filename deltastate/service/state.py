@@ -19,6 +19,7 @@ from deltastate.service.freshness import Freshness, FreshnessTracker, check_max_
 from deltastate.service.metrics import ServiceMetrics
 from deltastate.service.options import ServiceOptions
 from deltastate.service.snapshots import SnapshotPool
+from deltastate.service.tier.membership import Membership
 
 EPOCH = datetime(1970, 1, 1)  # naive UTC, like the snapshot's published_at
 
@@ -55,7 +56,7 @@ class ServiceState:
         self.settings = settings
         self.options = options
         # Overlays of changelog commits and topic tails, shared by every request (query/consistency.py).
-        self.reads = ConsistentReads(settings, options.staleness_cache_s)
+        self.reads = ConsistentReads(settings, options.staleness_cache_s, tail_on_demand=options.tier is not None)
         self.deltalog = self.reads.deltalog
         self.uncached_log = self.reads.uncached_log
         self.freshness = FreshnessTracker(settings, self.deltalog,
@@ -63,6 +64,8 @@ class ServiceState:
         self.metrics = ServiceMetrics(self._published_at, self._version)
         self.pool = SnapshotPool(settings, on_swap=self._swapped)
         self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
+        # The query tier's membership when this instance is one of several (options.tier), else None.
+        self.tier: Membership | None = None
 
     def _swapped(self, new: int, old: int | None) -> None:
         if old is not None:  # opening the first snapshot is not a swap
@@ -106,6 +109,8 @@ class ServiceState:
             yield Reading(snap, pinned.queries, freshness, pinned.latest, options.schema_version)
 
     def close(self) -> None:
+        if self.tier is not None:
+            self.tier.close()
         self.pool.close()
         self.reads.close()
 

@@ -66,10 +66,10 @@ def test_index_rows_top_and_rank_equal_duckdb(snapshots, which):
     assert (index_dir(info.path) / f"{STORE}.keys.fixed.npy").is_file() == (which == "short")
     everything = duck(info.path, f'SELECT * FROM {STORE} ORDER BY "key"')
     assert index.rows == len(everything)
-    # Every key: found at its row, with DuckDB's values (types included).
+    # Every key: found at its own row, with DuckDB's values (types included).
     keys = [r["key"] for r in everything]
     positions = index.find_many(keys)
-    assert positions == [index.find(k) for k in keys] == list(range(len(keys)))
+    assert positions == [index.find(k) for k in keys] and sorted(positions) == list(range(len(keys)))
     assert index.rows_at(positions) == everything
     assert index.find("no such key") is None and index.find_many(["no such key", keys[0]]) == [None, 0]
     store = load_store(settings, STORE)
@@ -97,6 +97,36 @@ def test_reads_through_the_index_equal_the_sql_path(snapshots):
         asked = [sample[0], "missing-1", sample[1], sample[0], "missing-2"]
         many = queries.get_many(STORE, asked)
         assert [r["key"] for r in many.rows] == [sample[0], sample[1], sample[0]]
+
+
+@pytest.mark.parametrize("which", ["short", "odd"])
+def test_partition_scoped_reads_equal_duckdb_over_those_partitions(snapshots, which):
+    """What an instance of a query tier answers for some partitions: only their keys are found, and
+    top and the count above a key are DuckDB's over their rows."""
+    settings, short, odd = snapshots
+    info = short if which == "short" else odd
+    index = load_index(info.path, STORE)
+    assert index is not None and index.partitioned
+    rng = random.Random(11)
+    everything = duck(info.path, f'SELECT * FROM {STORE} ORDER BY "key"')
+    keys = [r["key"] for r in everything]
+    partition_of = {r["key"]: r["source_partition"] for r in everything}
+    for scope in ({0}, {1, 3}, {0, 1, 2, 3}):
+        found = index.find_many(keys, scope)
+        assert [k for k, i in zip(keys, found, strict=True) if i is not None] == \
+            [k for k in keys if partition_of[k] in scope]
+        listed = ", ".join(map(str, sorted(scope)))
+        for column in ("total_score", "games"):
+            want = duck(info.path, f'SELECT * FROM {STORE} WHERE source_partition IN ({listed}) '
+                                   f'ORDER BY "{column}" DESC NULLS LAST, "key" ASC LIMIT 150')
+            assert index.top(column, 150, scope) == want, (scope, column)
+            for row in rng.sample(everything, 40):
+                value = row[column]
+                above = duck(info.path, f'SELECT count(*) AS n FROM {STORE} WHERE source_partition IN ({listed}) AND '
+                                        f'(("{column}" > ? OR ("{column}" = ? AND "key" < ?)) OR '
+                                        f'(? IS NULL AND ("{column}" IS NOT NULL OR "key" < ?)))',
+                             [value, value, row["key"], value, row["key"]])[0]["n"]
+                assert index.count_above(column, value, row["key"], scope) == above, (scope, column, row["key"])
 
 
 def test_pruning_removes_a_version_with_its_index(snapshots):
