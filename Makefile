@@ -15,8 +15,12 @@ demo: setup       ## the leaderboard end to end: broker, produce, run, publish, 
 # setup installs Debian chromium for the browser test. No comment after the value: make would keep
 # the spaces before it, and "1  " is not "1" to setup.sh.
 test: export DELTASTATE_BROWSER := 1
-test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (75-82 min on 2 cores)
-	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 $(PYTEST_ARGS)
+# Two pytest workers (pytest-xdist), each test file on one worker with its own broker and Spark
+# session: many tests wait on a broker, a scheduler or a child process, and the other worker uses
+# that time. TEST_WORKERS=0 runs in this process alone.
+TEST_WORKERS ?= 2
+test: setup       ## every test, through the real broker, Spark, Delta and DuckDB
+	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup  ## pure functions only
 	$(UV) pytest tests/unit -q -p no:cacheprovider
