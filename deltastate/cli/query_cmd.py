@@ -24,7 +24,7 @@ from deltastate.cli.output import emit, show_read
 
 if TYPE_CHECKING:
     from deltastate.query.consistency import Pinned
-    from deltastate.query.reads import QueryResult
+    from deltastate.query.result import QueryResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -16,7 +16,7 @@ from deltastate.query.consistency import check_consistency, served_version, shap
 from deltastate.query.errors import ParameterError
 from deltastate.query.latest import LatestPosition
 from deltastate.query.location import locate
-from deltastate.query.reads import QueryResult
+from deltastate.query.result import QueryResult
 from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor
 from deltastate.service.freshness import Freshness, iso
 from deltastate.service.sqlexec import run_sql

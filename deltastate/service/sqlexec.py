@@ -12,7 +12,8 @@ import threading
 
 from deltastate.query.errors import SqlLimitError
 from deltastate.query.reader import Snapshot
-from deltastate.query.reads import Queries, QueryResult
+from deltastate.query.reads import Queries
+from deltastate.query.result import QueryResult
 
 
 def run_sql(queries: Queries, snap: Snapshot, statement: str, timeout_s: float, max_rows: int) -> QueryResult:

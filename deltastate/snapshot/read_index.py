@@ -14,7 +14,7 @@ from that file, per key-value store:
   <store>.keys.sorted.npy  and in key order over every partition, with
   <store>.keys.rows.npy    each one's row number
   <store>.rank.<c>.npy   row numbers in the top ordering of numeric column c (c descending, NULLs
-                         last, then key ascending: the order reads.py defines)
+                         last, then key ascending: the order query/indexed.py defines)
   <store>.pos.<c>.npy    each row's 1-based rank in that ordering
   <store>.prank.<c>.npy  per partition, its row numbers in that ordering (partition p's at
                          parts[p]:parts[p+1])
@@ -155,7 +155,7 @@ class StoreIndex:
         self.rows = self.table.num_rows
         parts = folder / f"{store}.parts.npy"
         # An index written before rows were laid out by partition is one key-sorted range; it answers
-        # reads over every partition only (reads.py asks DuckDB for the others).
+        # reads over every partition only (query/source.py asks DuckDB for the others).
         self.partitioned = parts.is_file()
         bounds = np.load(parts).tolist() if self.partitioned else [0, self.rows]
         # partition -> (first row, end): each range sorted by key.

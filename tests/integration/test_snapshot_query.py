@@ -28,6 +28,7 @@ from deltastate.errors import (
     UnknownStoreError,
 )
 from deltastate.query import Queries
+from deltastate.query.result import run
 from deltastate.snapshot import current_snapshot, list_snapshots, publish_snapshot
 from deltastate.snapshot.catalog import CURRENT, snapshot_files
 from deltastate.stores import list_stores, load_store
@@ -243,9 +244,9 @@ def test_sql_reads_and_refuses_writes(queries: Queries) -> None:
         queries.sql("SELECT * FROM read_csv('/etc/passwd')")  # external access is off
     with queries.reader.snapshot() as snap:  # below the guard, the connection itself refuses
         with pytest.raises(QueryError, match="^read-only: "):
-            Queries._run(snap, f"DELETE FROM {STORE}")
+            run(snap, f"DELETE FROM {STORE}")
         with pytest.raises(QueryError, match="^read-only: "):
-            Queries._run(snap, "SET lock_configuration = false")
+            run(snap, "SET lock_configuration = false")
     assert len(queries.all(STORE).rows) == len(state)
 
 

@@ -1,5 +1,5 @@
 """Parts of a scattered read -> the answer one instance over every partition gives. Pure functions
-over the parts' JSON rows, in the orders query/reads.py defines:
+over the parts' JSON rows, in the orders query/indexed.py and query/scans.py define:
   * top: the column descending, NULLs last, then key ascending (DuckDB orders NaN above every number);
   * rank: 1 + the keys ranked above, summed over the parts (each part's rank is its count above + 1);
   * range and all: the store key ascending; a part returns at most `limit` rows, so the first `limit`

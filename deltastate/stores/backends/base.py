@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 if TYPE_CHECKING:
     from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
-# The snapshot reads of the query layer (query/reads.py) a backend may answer.
+# The snapshot reads of the query layer (query/indexed.py, query/scans.py) a backend may answer.
 Read = Literal["get", "top", "rank", "range", "all", "windows", "sessions"]
 KEY_READS: frozenset[Read] = frozenset({"get", "top", "rank", "range", "all"})
 
