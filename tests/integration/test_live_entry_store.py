@@ -44,3 +44,53 @@ def test_versions_follow_batches_and_a_replay_changes_nothing(spark, tmp_path):
     assert _read(spark, folder, run, 1, ["a", "b"]) == after_first
     assert _read(spark, folder, str(uuid.uuid4()), 2, ["a", "b"]) == after_second
     assert _read(spark, folder, run, 2, ["b"]) == {("b", 0, 5, 8, 3.0)}
+
+
+@pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 32)])
+def test_a_checkpoint_without_live_entries_is_seeded_at_its_next_batch(store, seed, broker, spark, make_settings,
+                                                                        topic):
+    """A store that ran several micro-batches, then lost its live entries (as a checkpoint written
+    before the state store held them): its next batch (batch id > 0) seeds them from the changelog,
+    and later batches read them from the state store; the snapshot equals the reference throughout."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from support.reference import ReferenceTopic
+    from support.reference_windowed import SPECS, run
+    from support.windowed import assert_state_equal, snapshot_rows, workload
+
+    from deltastate.engine import run_store
+    from deltastate.engine.windowed.live_store import FOLDER, MARKER
+    from deltastate.ingest.partitioner import partition_for
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    settings = make_settings()
+    assert ensure_topic(broker, topic, PARTITIONS)
+    ref = ReferenceTopic(PARTITIONS, partition_for)
+    checkpoint = Path(settings.checkpoint_path(store))
+    start = 1_700_000_000_000
+
+    def produce_and_run(n: int, part_seed: int, max_offsets: int | None = None) -> None:
+        nonlocal start
+        records = workload(store, n, part_seed, start)
+        start = max(json.loads(v)["ts"] for _, v in records if v) + 1
+        assert produce_records(broker, topic, records).delivered == len(records)
+        ref.append(records)
+        result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=max_offsets)
+        assert result.records_in == len(records)
+
+    produce_and_run(900, seed, max_offsets=300)  # several batches: seeded at batch 0, then read
+    recorded = json.loads((checkpoint / MARKER).read_text())
+    assert recorded["seeded_batch"] == 0
+    shutil.rmtree(checkpoint / FOLDER)
+    (checkpoint / MARKER).unlink()
+
+    produce_and_run(600, seed + 1, max_offsets=300)
+    reseeded = json.loads((checkpoint / MARKER).read_text())["seeded_batch"]
+    assert reseeded > 0
+    produce_and_run(400, seed + 2)
+    publish_snapshot(spark, settings, [load_store(settings, store)])
+    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)

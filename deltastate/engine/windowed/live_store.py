@@ -2,13 +2,14 @@
 stream's checkpoint, so a micro-batch reads the entries of the keys it touches from local state
 instead of reading the changelog back.
 
-Versions follow batch ids (io.deltastate.LiveEntryStore): batch N reads version N, which batch N-1
-committed, and writes its changes at version N, committing N+1; a replayed batch reads and writes
-the same versions again. The changelog stays the record: a checkpoint whose live entries were never
-written (a new lineage after a restore or a migration seed, or a store written before this state
-existed) is seeded from the changelog's live rows by its first batch, inside that batch's own write.
-The state's partition count is fixed when it is seeded (live.json) and kept whatever the session's
-shuffle partitions are later.
+Versions follow batch ids (io.deltastate.LiveEntryStore): counted from the batch that seeded the
+state (S), batch N reads version N - S, which batch N-1 committed, and writes its changes at that
+version, committing N - S + 1; a replayed batch reads and writes the same versions again. The
+changelog stays the record: a checkpoint whose live entries were never written (a new lineage after
+a restore or a migration seed, or a checkpoint that ran before this state existed) is seeded from
+the changelog's live rows by its next batch, inside that batch's own write at version 0. The seeding
+batch and the state's partition count are recorded when it is seeded (live.json); the partition
+count is kept whatever the session's shuffle partitions are later.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class LiveStore:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def _version(self, batch_id: int) -> int:
+        assert self.seeded_batch is not None
+        return batch_id - self.seeded_batch
+
     def ready(self, batch_id: int) -> bool:
         """Whether version batch_id holds every live entry; a seeding batch that is replayed seeds again."""
         return self.seeded_batch is not None and self.seeded_batch < batch_id
@@ -68,7 +73,7 @@ class LiveStore:
         asked = keys.select(F.col("key_str").alias("key"))
         found = DataFrame(self.spark._jvm.io.deltastate.LiveEntryStore.read(
             asked._jdf, self.spark._jsparkSession.parseDataType(self.values.json()), self.folder, self.run_id,
-            batch_id, self.partitions), self.spark)
+            self._version(batch_id), self.partitions), self.spark)
         if horizon_ms is not None:
             spec = self.store.window or self.store.session
             assert spec is not None
@@ -82,8 +87,8 @@ class LiveStore:
             empty = self.spark.createDataFrame([], "key string, window_start bigint, window_end bigint, "
                                                    f"{IS_DELETE} boolean").crossJoin(
                 self.spark.createDataFrame([], schema))
-            self.spark._jvm.io.deltastate.LiveEntryStore.write(empty._jdf, self.folder, self.run_id, batch_id,
-                                                               self.partitions)
+            self.spark._jvm.io.deltastate.LiveEntryStore.write(empty._jdf, self.folder, self.run_id,
+                                                               self._version(batch_id), self.partitions)
 
     def write(self, rows: DataFrame, batch_id: int, seed: DataFrame | None) -> None:
         """Applies the batch's changelog rows (puts and deletes) at version batch_id; with seed (the
@@ -92,7 +97,8 @@ class LiveStore:
         if seed is not None:
             kept = seed.join(changes.select(*self.keys), self.keys, "left_anti")
             changes = kept.select(*self.keys, F.lit(False).alias(IS_DELETE), *self.carried).unionByName(changes)
-        self.spark._jvm.io.deltastate.LiveEntryStore.write(changes._jdf, self.folder, self.run_id, batch_id,
+        version = 0 if seed is not None else self._version(batch_id)
+        self.spark._jvm.io.deltastate.LiveEntryStore.write(changes._jdf, self.folder, self.run_id, version,
                                                            self.partitions)
         if seed is not None:
             self.marker.write_text(json.dumps({"partitions": self.partitions, "seeded_batch": batch_id}))
