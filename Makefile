@@ -15,7 +15,7 @@ demo: setup       ## the leaderboard end to end: broker, produce, run, publish, 
 # setup installs Debian chromium for the browser test. No comment after the value: make would keep
 # the spaces before it, and "1  " is not "1" to setup.sh.
 test: export DELTASTATE_BROWSER := 1
-test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (72-78 min on 2 cores)
+test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (75-82 min on 2 cores)
 	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 $(PYTEST_ARGS)
 
 test-unit: setup  ## pure functions only
