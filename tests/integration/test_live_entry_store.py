@@ -15,9 +15,9 @@ COLUMNS = "key string, window_start long, window_end long, is_delete boolean, co
 PARTITIONS = 4
 
 
-def _write(spark, folder: str, run: str, batch: int, rows: list[tuple]) -> int:
+def _write(spark, folder: str, run: str, batch: int, rows: list[tuple], sweep: int = 0, horizon: int = 0) -> int:
     df = spark.createDataFrame(rows, COLUMNS)
-    return spark._jvm.io.deltastate.LiveEntryStore.write(df._jdf, folder, run, batch, PARTITIONS)
+    return spark._jvm.io.deltastate.LiveEntryStore.write(df._jdf, folder, run, batch, PARTITIONS, sweep, horizon)
 
 
 def _read(spark, folder: str, run: str, version: int, keys: list[str]) -> set[tuple]:
@@ -45,6 +45,19 @@ def test_versions_follow_batches_and_a_replay_changes_nothing(spark, tmp_path):
     assert _read(spark, folder, str(uuid.uuid4()), 2, ["a", "b"]) == after_second
     assert _read(spark, folder, run, 2, ["b"]) == {("b", 0, 5, 8, 3.0)}
 
+@pytest.mark.parametrize("column,horizon", [(1, 5), (2, 10), (1, 0), (2, 4)])
+def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(spark, tmp_path, column, horizon):
+    """Sweep column 1 compares window_start, 2 window_end; keys of every partition are swept, also
+    partitions the batch's changes do not reach."""
+    folder, run = str(tmp_path / "live"), str(uuid.uuid4())
+    keys = [chr(ord("a") + i) for i in range(12)]  # spread over the 4 partitions
+    rows = [(k, s, s + 5, False, 1, 1.0) for k in keys for s in (0, 5, 10)]
+    _write(spark, folder, run, 0, rows)
+    assert _write(spark, folder, run, 1, [("a", 20, 25, False, 2, 2.0)], column, horizon) == 1
+    after = _read(spark, folder, run, 2, keys)
+    everything = {(k, s, s + 5) for k in keys for s in (0, 5, 10)} | {("a", 20, 25)}
+    want = {e for e in everything if e[column] > horizon}
+    assert {r[:3] for r in after} == want
 
 @pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 32)])
 def test_a_checkpoint_without_live_entries_is_seeded_at_its_next_batch(store, seed, broker, spark, make_settings,

@@ -266,7 +266,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             # The state store follows the changelog: a batch whose commit landed and whose state
             # write did not is replayed, reads the same version and writes it again.
             seed = None if entries_here else live_entries(spark, settings, store, lineage, batch_id, None, horizon)
-            live[0].write(rows, batch_id, seed)
+            live[0].write(rows, batch_id, seed, horizon)
             stated = time.perf_counter()
             committed_row = {**audit.row, WRITE_TIME: datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1

@@ -10,6 +10,11 @@ a restore or a migration seed, or a checkpoint that ran before this state existe
 the changelog's live rows by its next batch, inside that batch's own write at version 0. The seeding
 batch and the state's partition count are recorded when it is seeded (live.json); the partition
 count is kept whatever the session's shuffle partitions are later.
+
+Retention keeps the state small: reads skip entries past the batch's retention horizon, and a write
+sweeps them out of the state store once the horizon has moved a quarter of the retention period
+since the process last swept (a sweep visits every entry, so it is not paid per batch). An entry past
+the horizon never changes again, so a sweep changes no answer, and a replayed batch may sweep or not.
 """
 
 from __future__ import annotations
@@ -50,6 +55,11 @@ class LiveStore:
         recorded = self._recorded()
         self.partitions = recorded[0] if recorded else partitions
         self.seeded_batch = recorded[1] if recorded else None
+        spec = store.window or store.session
+        assert spec is not None
+        self.sweep_column = 1 if retained_column(spec) == "window_start" else 2  # its place in the state key
+        self.sweep_every = max(spec.retention_ms // 4, 1)
+        self.swept: int | None = None  # the horizon this process last swept at
 
     def _recorded(self) -> tuple[int, int] | None:
         try:
@@ -88,18 +98,29 @@ class LiveStore:
                                                    f"{IS_DELETE} boolean").crossJoin(
                 self.spark.createDataFrame([], schema))
             self.spark._jvm.io.deltastate.LiveEntryStore.write(empty._jdf, self.folder, self.run_id,
-                                                               self._version(batch_id), self.partitions)
+                                                               self._version(batch_id), self.partitions, 0, 0)
 
-    def write(self, rows: DataFrame, batch_id: int, seed: DataFrame | None) -> None:
+    def _sweep_at(self, horizon_ms: int | None) -> int | None:
+        """The horizon to sweep at in this write, None for no sweep."""
+        if horizon_ms is None or (self.swept is not None and horizon_ms - self.swept < self.sweep_every):
+            return None
+        return horizon_ms
+
+    def write(self, rows: DataFrame, batch_id: int, seed: DataFrame | None, horizon_ms: int | None) -> None:
         """Applies the batch's changelog rows (puts and deletes) at version batch_id; with seed (the
-        changelog's live entries before this batch), those too, except the entries the batch changes."""
+        changelog's live entries before this batch), those too, except the entries the batch changes.
+        horizon_ms: the batch's retention horizon (None: no partition has a stream time yet)."""
         changes = rows.select(*self.keys, (F.col(OP) == F.lit(OP_DELETE)).alias(IS_DELETE), *self.carried)
         if seed is not None:
             kept = seed.join(changes.select(*self.keys), self.keys, "left_anti")
             changes = kept.select(*self.keys, F.lit(False).alias(IS_DELETE), *self.carried).unionByName(changes)
         version = 0 if seed is not None else self._version(batch_id)
+        sweep = self._sweep_at(horizon_ms)
         self.spark._jvm.io.deltastate.LiveEntryStore.write(changes._jdf, self.folder, self.run_id, version,
-                                                           self.partitions)
+                                                           self.partitions, 0 if sweep is None else self.sweep_column,
+                                                           0 if sweep is None else sweep)
+        if sweep is not None:
+            self.swept = sweep
         if seed is not None:
             self.marker.write_text(json.dumps({"partitions": self.partitions, "seeded_batch": batch_id}))
             self.seeded_batch = batch_id

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 
+import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -68,16 +69,24 @@ public final class LiveEntryStore {
 
     /**
      * Applies changes (columns key, window_start, window_end, is_delete, then the value columns) at
-     * version; returns the number of rows applied.
+     * version; returns the number of rows applied. With sweepColumn 1 (window_start) or 2
+     * (window_end), every entry whose column is at or below horizon is removed too, in every
+     * partition: entries retention no longer holds, which no later batch reads (0: no sweep).
      */
-    public static long write(Dataset<Row> changes, String dir, String runId, long version, int partitions) {
+    public static long write(Dataset<Row> changes, String dir, String runId, long version, int partitions,
+                             int sweepColumn, long horizon) {
         org.apache.spark.sql.classic.Dataset<Row> part =
             (org.apache.spark.sql.classic.Dataset<Row>) changes.repartition(partitions, changes.col("key"));
         StructType values = valueSchema(part.schema(), 4);
         RDD<InternalRow> rdd = part.queryExecution().toRdd();
         SparkSession spark = part.sparkSession();
-        return withStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values, new Apply(values))
-            .count();
+        RDD<InternalRow> counts = withStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values,
+                                                 new Apply(values, sweepColumn, horizon));
+        long applied = 0;
+        for (InternalRow count : JavaRDD.fromRDD(counts, ROW).collect()) {  // one row per partition
+            applied += count.getLong(0);
+        }
+        return applied;
     }
 
     /** The live entries (key, window_start, window_end, value columns) of the keys in `keys` at version. */
@@ -122,9 +131,13 @@ public final class LiveEntryStore {
     private static final class Apply extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
             implements Serializable {
         private final StructType values;
+        private final int sweepColumn;
+        private final long horizon;
 
-        Apply(StructType values) {
+        Apply(StructType values, int sweepColumn, long horizon) {
             this.values = values;
+            this.sweepColumn = sweepColumn;
+            this.horizon = horizon;
         }
 
         @Override
@@ -135,7 +148,7 @@ public final class LiveEntryStore {
             for (int i = 0; i < types.length; i++) {
                 types[i] = values.fields()[i].dataType();
             }
-            List<InternalRow> applied = new ArrayList<>();
+            long applied = 0;
             while (rows.hasNext()) {
                 InternalRow row = rows.next();
                 UnsafeRow key = keyOf.apply(new GenericInternalRow(new Object[] {
@@ -149,10 +162,34 @@ public final class LiveEntryStore {
                     }
                     store.put(key, valueOf.apply(new GenericInternalRow(value)).copy(), FAMILY);
                 }
-                applied.add(key);
+                applied++;
+            }
+            if (sweepColumn > 0) {
+                sweep(store);
             }
             store.commit();
-            return CollectionConverters.asScala(applied.iterator());
+            List<InternalRow> count = new ArrayList<>();
+            count.add(new GenericInternalRow(new Object[] {applied}));
+            return CollectionConverters.asScala(count.iterator());
+        }
+
+        /** Removes the partition's entries at or below the horizon, collected first, then removed. */
+        private void sweep(StateStore store) {
+            List<UnsafeRow> expired = new ArrayList<>();
+            StateStoreIterator<UnsafeRowPair> entries = store.iterator(FAMILY);
+            try {
+                while (entries.hasNext()) {
+                    UnsafeRow key = entries.next().key();
+                    if (key.getLong(sweepColumn) <= horizon) {
+                        expired.add(key.copy());
+                    }
+                }
+            } finally {
+                entries.close();
+            }
+            for (UnsafeRow key : expired) {
+                store.remove(key, FAMILY);
+            }
         }
     }
 
