@@ -8,6 +8,7 @@ an earlier attempt of the same batch, so a replay computes, and skips, exactly w
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +31,7 @@ from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.windowed import sessions as session_merge
+from deltastate.engine.windowed.live_store import LiveStore
 from deltastate.engine.windowed.records import (
     IS_DELETE,
     IS_EVENT,
@@ -104,10 +106,13 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
     )
 
 
-def _window_batch(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, batch_id: int,
-                  events: DataFrame, deletes: DataFrame, horizon: int | None, has_deletes: bool) -> WindowedChanges:
+Entries = Callable[[DataFrame], DataFrame]  # the live entries of the keys touched (column key_str)
+
+
+def _window_batch(spark: SparkSession, store: StoreDefinition, entries: Entries, events: DataFrame,
+                  deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
     touched = events.select("key_str").unionByName(deletes.select("key_str"))
-    state = live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+    state = entries(touched)
     applied = events.where(~F.col(IS_LATE))
     if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
         puts, _ = window_changes(window_contributions(applied, store, None), state, None, store)
@@ -125,8 +130,8 @@ def _window_batch(spark: SparkSession, settings: Settings, store: StoreDefinitio
     return WindowedChanges(puts, removed)
 
 
-def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, batch_id: int,
-                   events: DataFrame, deletes: DataFrame, horizon: int | None, has_deletes: bool) -> WindowedChanges:
+def _session_batch(spark: SparkSession, store: StoreDefinition, entries: Entries, events: DataFrame,
+                   deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
     # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
     assert store.session is not None
     fields = event_fields(store)
@@ -140,14 +145,13 @@ def _session_batch(spark: SparkSession, settings: Settings, store: StoreDefiniti
         F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
         F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete"))
     touched = events.select("key_str").unionByName(deletes.select("key_str"))
-    state = (live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
-             .withColumn("kind", F.lit(session_merge.STATE)))
+    state = entries(touched).withColumn("kind", F.lit(session_merge.STATE))
     merged_input = (state.unionByName(records, allowMissingColumns=True)
                     .unionByName(delete_records, allowMissingColumns=True))
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    # Checkpointed, not cached: the merge reads the changelog, and Delta invalidates every cached
-    # plan over a table it appends to, so a cached merge ran again after the changelog append (for
-    # the late counts and dead letters). A local checkpoint cuts the plan off the table.
+    # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
+    # every cached plan over a table it appends to, so a cached merge ran again after the changelog
+    # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
     out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
            .mapInArrow(lambda batches: session_merge.merge_partition(store, batches),
                        session_merge.output_ddl(store))).localCheckpoint(eager=True)
@@ -181,6 +185,7 @@ def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFra
 def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage, committer: BatchCommitter,
                     listener: BatchListener | None = None):
     clock = _Clock()
+    live: list[LiveStore] = []  # created at the first batch, when the changelog table exists
     spec = store.window or store.session
     assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
@@ -205,7 +210,11 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
                 F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi"),
             ).collect()
-            if not per_partition:
+            if not live:
+                live.append(LiveStore(spark, store, lineage, spark.read.format("delta").load(
+                    paths[layout.CHANGELOG]).schema, settings.shuffle_partitions))
+            if not per_partition:  # no records (offsets over transaction markers): the state's version moves on
+                live[0].advance(batch_id)
                 return
             read = time.perf_counter()
             split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
@@ -213,10 +222,16 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 raise StreamTimeError(store.name, batch_id, split)
             # Entries no partition retains any longer cannot change: the state read skips them.
             horizon = min(retention_horizon(spec, t) for t in clock.times.values()) if clock.times else None
+            entries_here = live[0].ready(batch_id)
+
+            def entries(touched: DataFrame) -> DataFrame:
+                if entries_here:
+                    return live[0].read(touched, batch_id, horizon)
+                return live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            changes = step(spark, settings, store, lineage, batch_id, b.where(F.col(IS_EVENT)),
-                           b.where(F.col(IS_DELETE)), horizon, has_deletes)
+            changes = step(spark, store, entries, b.where(F.col(IS_EVENT)), b.where(F.col(IS_DELETE)), has_deletes)
             cached += changes.cached
             session_late = changes.late
             # Late events: window stores know theirs from the pass, session stores from the merge.
@@ -242,11 +257,17 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                 batch_max, carried_stream_times_json(clock.times), late=totals[layout.LATE]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
-            rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id)
+            rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id).persist()
+            cached.append(rows)
             by_op = committer.commit(rows, batch_id, audit, {op: F.count_if(F.col(layout.OP) == F.lit(op))
                                                              for op in (layout.OP_PUT, layout.OP_DELETE)})
             by_op = {op: n for op, n in by_op.items() if n}
             logged = time.perf_counter()
+            # The state store follows the changelog: a batch whose commit landed and whose state
+            # write did not is replayed, reads the same version and writes it again.
+            seed = None if entries_here else live_entries(spark, settings, store, lineage, batch_id, None, horizon)
+            live[0].write(rows, batch_id, seed, horizon)
+            stated = time.perf_counter()
             committed_row = {**audit.row, WRITE_TIME: datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1
         finally:
@@ -254,7 +275,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 _release(df)
         if listener:
             # The windows are computed lazily, inside the changelog append.
-            phases = {"read": read - started, "state_and_commit": logged - read}
+            phases = {"read": read - started, "state_and_commit": logged - read, "live": stated - logged}
             listener(BatchReport(batch_id, *(totals[name] for name in COUNTS), totals[layout.LATE], by_op, phases,
                                  committed_row))
 

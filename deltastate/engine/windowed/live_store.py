@@ -1,0 +1,126 @@
+"""The live entries of a window or session store in Spark's state store (RocksDB), beside the
+stream's checkpoint, so a micro-batch reads the entries of the keys it touches from local state
+instead of reading the changelog back.
+
+Versions follow batch ids (io.deltastate.LiveEntryStore): counted from the batch that seeded the
+state (S), batch N reads version N - S, which batch N-1 committed, and writes its changes at that
+version, committing N - S + 1; a replayed batch reads and writes the same versions again. The
+changelog stays the record: a checkpoint whose live entries were never written (a new lineage after
+a restore or a migration seed, or a checkpoint that ran before this state existed) is seeded from
+the changelog's live rows by its next batch, inside that batch's own write at version 0. The seeding
+batch and the state's partition count are recorded when it is seeded (live.json); the partition
+count is kept whatever the session's shuffle partitions are later.
+
+Retention keeps the state small: reads skip entries past the batch's retention horizon, and a write
+sweeps them out of the state store once the horizon has moved a quarter of the retention period
+since the process last swept (a sweep visits every entry, so it is not paid per batch). An entry past
+the horizon never changes again, so a sweep changes no answer, and a replayed batch may sweep or not.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from deltastate.changelog.layout import EVENTS, OP, OP_DELETE, SOURCE_OFFSET, SOURCE_PARTITION, store_key_columns
+from deltastate.changelog.rules import retained_column
+from deltastate.engine.common.lineage import Lineage
+from deltastate.stores.definition import StoreDefinition
+
+FOLDER = "live"  # beside the query's checkpoint folder
+MARKER = "live.json"
+IS_DELETE = "is_delete"
+
+
+class LiveStore:
+    """One run's handle on a lineage's live entries. changelog_schema: the changelog table's, which
+    gives the stored columns their types."""
+
+    def __init__(self, spark: SparkSession, store: StoreDefinition, lineage: Lineage, changelog_schema: StructType,
+                 partitions: int) -> None:
+        self.spark = spark
+        self.store = store
+        self.folder = lineage.query_checkpoint(FOLDER)
+        self.marker = Path(lineage.checkpoint) / MARKER
+        self.run_id = str(uuid.uuid4())  # one per process: Spark keeps the loaded state between batches
+        self.keys = list(store_key_columns(store))
+        self.carried = [*store.value_columns, EVENTS, SOURCE_PARTITION, SOURCE_OFFSET]
+        by_name = {f.name: f for f in changelog_schema.fields}
+        self.values = StructType([by_name[c] for c in self.carried])
+        recorded = self._recorded()
+        self.partitions = recorded[0] if recorded else partitions
+        self.seeded_batch = recorded[1] if recorded else None
+        spec = store.window or store.session
+        assert spec is not None
+        self.sweep_column = 1 if retained_column(spec) == "window_start" else 2  # its place in the state key
+        self.sweep_every = max(spec.retention_ms // 4, 1)
+        self.swept: int | None = None  # the horizon this process last swept at
+
+    def _recorded(self) -> tuple[int, int] | None:
+        try:
+            data = json.loads(self.marker.read_text())
+            return int(data["partitions"]), int(data["seeded_batch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _version(self, batch_id: int) -> int:
+        assert self.seeded_batch is not None
+        return batch_id - self.seeded_batch
+
+    def ready(self, batch_id: int) -> bool:
+        """Whether version batch_id holds every live entry; a seeding batch that is replayed seeds again."""
+        return self.seeded_batch is not None and self.seeded_batch < batch_id
+
+    def read(self, keys: DataFrame, batch_id: int, horizon_ms: int | None) -> DataFrame:
+        """The live entries of the keys in `keys` (column key_str) retained at horizon_ms, as version
+        batch_id holds them: the store key columns, then the value columns, events, source partition
+        and offset."""
+        asked = keys.select(F.col("key_str").alias("key"))
+        found = DataFrame(self.spark._jvm.io.deltastate.LiveEntryStore.read(
+            asked._jdf, self.spark._jsparkSession.parseDataType(self.values.json()), self.folder, self.run_id,
+            self._version(batch_id), self.partitions), self.spark)
+        if horizon_ms is not None:
+            spec = self.store.window or self.store.session
+            assert spec is not None
+            found = found.where(F.col(retained_column(spec)) > F.lit(horizon_ms))
+        return found.select(*self.keys, *self.carried)
+
+    def advance(self, batch_id: int) -> None:
+        """A batch without records commits its version unchanged, so the next batch finds it."""
+        if self.ready(batch_id):
+            schema = StructType([*self.values.fields])
+            empty = self.spark.createDataFrame([], "key string, window_start bigint, window_end bigint, "
+                                                   f"{IS_DELETE} boolean").crossJoin(
+                self.spark.createDataFrame([], schema))
+            self.spark._jvm.io.deltastate.LiveEntryStore.write(empty._jdf, self.folder, self.run_id,
+                                                               self._version(batch_id), self.partitions, 0, 0)
+
+    def _sweep_at(self, horizon_ms: int | None) -> int | None:
+        """The horizon to sweep at in this write, None for no sweep."""
+        if horizon_ms is None or (self.swept is not None and horizon_ms - self.swept < self.sweep_every):
+            return None
+        return horizon_ms
+
+    def write(self, rows: DataFrame, batch_id: int, seed: DataFrame | None, horizon_ms: int | None) -> None:
+        """Applies the batch's changelog rows (puts and deletes) at version batch_id; with seed (the
+        changelog's live entries before this batch), those too, except the entries the batch changes.
+        horizon_ms: the batch's retention horizon (None: no partition has a stream time yet)."""
+        changes = rows.select(*self.keys, (F.col(OP) == F.lit(OP_DELETE)).alias(IS_DELETE), *self.carried)
+        if seed is not None:
+            kept = seed.join(changes.select(*self.keys), self.keys, "left_anti")
+            changes = kept.select(*self.keys, F.lit(False).alias(IS_DELETE), *self.carried).unionByName(changes)
+        version = 0 if seed is not None else self._version(batch_id)
+        sweep = self._sweep_at(horizon_ms)
+        self.spark._jvm.io.deltastate.LiveEntryStore.write(changes._jdf, self.folder, self.run_id, version,
+                                                           self.partitions, 0 if sweep is None else self.sweep_column,
+                                                           0 if sweep is None else sweep)
+        if sweep is not None:
+            self.swept = sweep
+        if seed is not None:
+            self.marker.write_text(json.dumps({"partitions": self.partitions, "seeded_batch": batch_id}))
+            self.seeded_batch = batch_id

@@ -1,0 +1,234 @@
+package io.deltastate;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
+import scala.runtime.AbstractFunction2;
+
+/**
+ * The live entries of a window or session store in Spark's state store (the provider the session
+ * configures: RocksDB), outside a streaming operator: a micro-batch reads the entries of the keys it
+ * touches at version = its batch id and writes its puts and deletes at the same version, which
+ * commits version batch id + 1. A replayed batch loads the same version again, so it reads and
+ * writes exactly what its first attempt did. Entries are keyed by (key, window_start, window_end)
+ * with the store key as a scan prefix; rows are partitioned by store key into a fixed number of
+ * state partitions, the same every batch.
+ */
+public final class LiveEntryStore {
+    private LiveEntryStore() {}
+
+    private static final String FAMILY = "default";
+    static final StructType KEY_SCHEMA = new StructType(new StructField[] {
+        DataTypes.createStructField("key", DataTypes.StringType, false),
+        DataTypes.createStructField("window_start", DataTypes.LongType, false),
+        DataTypes.createStructField("window_end", DataTypes.LongType, false)});
+    static final StructType PREFIX_SCHEMA = new StructType(new StructField[] {KEY_SCHEMA.fields()[0]});
+    private static final ClassTag<InternalRow> ROW = ClassTag$.MODULE$.apply(InternalRow.class);
+
+    private static StatefulOperatorStateInfo stateInfo(String dir, String runId, long version, int partitions) {
+        return new StatefulOperatorStateInfo(dir, UUID.fromString(runId), 0L, version, partitions, Option.empty(),
+                                             Option.empty());
+    }
+
+    private static StructType valueSchema(StructType rows, int from) {
+        StructField[] fields = rows.fields();
+        List<StructField> out = new ArrayList<>();
+        for (int i = from; i < fields.length; i++) {
+            out.add(fields[i]);
+        }
+        return new StructType(out.toArray(new StructField[0]));
+    }
+
+    /**
+     * Applies changes (columns key, window_start, window_end, is_delete, then the value columns) at
+     * version; returns the number of rows applied. With sweepColumn 1 (window_start) or 2
+     * (window_end), every entry whose column is at or below horizon is removed too, in every
+     * partition: entries retention no longer holds, which no later batch reads (0: no sweep).
+     */
+    public static long write(Dataset<Row> changes, String dir, String runId, long version, int partitions,
+                             int sweepColumn, long horizon) {
+        org.apache.spark.sql.classic.Dataset<Row> part =
+            (org.apache.spark.sql.classic.Dataset<Row>) changes.repartition(partitions, changes.col("key"));
+        StructType values = valueSchema(part.schema(), 4);
+        RDD<InternalRow> rdd = part.queryExecution().toRdd();
+        SparkSession spark = part.sparkSession();
+        RDD<InternalRow> counts = withStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values,
+                                                 new Apply(values, sweepColumn, horizon));
+        long applied = 0;
+        for (InternalRow count : JavaRDD.fromRDD(counts, ROW).collect()) {  // one row per partition
+            applied += count.getLong(0);
+        }
+        return applied;
+    }
+
+    /** The live entries (key, window_start, window_end, value columns) of the keys in `keys` at version. */
+    public static Dataset<Row> read(Dataset<Row> keys, StructType values, String dir, String runId, long version,
+                                    int partitions) {
+        org.apache.spark.sql.classic.Dataset<Row> part =
+            (org.apache.spark.sql.classic.Dataset<Row>) keys.select("key").distinct()
+                .repartition(partitions, keys.col("key"));
+        RDD<InternalRow> rdd = part.queryExecution().toRdd();
+        SparkSession spark = part.sparkSession();
+        StructType out = KEY_SCHEMA;
+        for (StructField f : values.fields()) {
+            out = out.add(f);
+        }
+        RDD<InternalRow> found = withStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values,
+                                                new Lookup(values));
+        return spark.internalCreateDataFrame(found, out, false);
+    }
+
+    /**
+     * rdd's partitions, each with its state store partition: Spark's StateStoreOps (a Scala implicit
+     * class of the state package object, which Java cannot name, hence reflection).
+     */
+    @SuppressWarnings("unchecked")
+    private static RDD<InternalRow> withStateStore(
+            RDD<InternalRow> rdd, SparkSession spark, StatefulOperatorStateInfo info, StructType values,
+            AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>> perPartition) {
+        try {
+            Class<?> ops = Class.forName("org.apache.spark.sql.execution.streaming.state.package$StateStoreOps");
+            Object wrapped = ops.getConstructor(RDD.class, ClassTag.class).newInstance(rdd, ROW);
+            return (RDD<InternalRow>) ops.getMethod("mapPartitionsWithStateStore", org.apache.spark.sql.SQLContext.class,
+                    StatefulOperatorStateInfo.class, StructType.class, StructType.class, KeyStateEncoderSpec.class,
+                    scala.Function2.class, ClassTag.class)
+                .invoke(wrapped, spark.sqlContext(), info, KEY_SCHEMA, values,
+                        new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1), perPartition, ROW);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("Spark's state store API is not the one deltastate was built for", e);
+        }
+    }
+
+    /** Puts and removes one partition's changes, then commits. */
+    private static final class Apply extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
+            implements Serializable {
+        private final StructType values;
+        private final int sweepColumn;
+        private final long horizon;
+
+        Apply(StructType values, int sweepColumn, long horizon) {
+            this.values = values;
+            this.sweepColumn = sweepColumn;
+            this.horizon = horizon;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> rows) {
+            UnsafeProjection keyOf = UnsafeProjection.create(KEY_SCHEMA);
+            UnsafeProjection valueOf = UnsafeProjection.create(values);
+            DataType[] types = new DataType[values.length()];
+            for (int i = 0; i < types.length; i++) {
+                types[i] = values.fields()[i].dataType();
+            }
+            long applied = 0;
+            while (rows.hasNext()) {
+                InternalRow row = rows.next();
+                UnsafeRow key = keyOf.apply(new GenericInternalRow(new Object[] {
+                    row.getUTF8String(0).clone(), row.getLong(1), row.getLong(2)})).copy();
+                if (row.getBoolean(3)) {
+                    store.remove(key, FAMILY);
+                } else {
+                    Object[] value = new Object[types.length];
+                    for (int i = 0; i < types.length; i++) {
+                        value[i] = row.isNullAt(4 + i) ? null : row.get(4 + i, types[i]);
+                    }
+                    store.put(key, valueOf.apply(new GenericInternalRow(value)).copy(), FAMILY);
+                }
+                applied++;
+            }
+            if (sweepColumn > 0) {
+                sweep(store);
+            }
+            store.commit();
+            List<InternalRow> count = new ArrayList<>();
+            count.add(new GenericInternalRow(new Object[] {applied}));
+            return CollectionConverters.asScala(count.iterator());
+        }
+
+        /** Removes the partition's entries at or below the horizon, collected first, then removed. */
+        private void sweep(StateStore store) {
+            List<UnsafeRow> expired = new ArrayList<>();
+            StateStoreIterator<UnsafeRowPair> entries = store.iterator(FAMILY);
+            try {
+                while (entries.hasNext()) {
+                    UnsafeRow key = entries.next().key();
+                    if (key.getLong(sweepColumn) <= horizon) {
+                        expired.add(key.copy());
+                    }
+                }
+            } finally {
+                entries.close();
+            }
+            for (UnsafeRow key : expired) {
+                store.remove(key, FAMILY);
+            }
+        }
+    }
+
+    /** Every entry of each key asked, from a prefix scan; the store is committed unchanged. */
+    private static final class Lookup extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
+            implements Serializable {
+        private final StructType values;
+
+        Lookup(StructType values) {
+            this.values = values;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> keys) {
+            UnsafeProjection prefixOf = UnsafeProjection.create(PREFIX_SCHEMA);
+            int n = values.length();
+            DataType[] types = new DataType[n];
+            for (int i = 0; i < n; i++) {
+                types[i] = values.fields()[i].dataType();
+            }
+            List<InternalRow> out = new ArrayList<>();
+            while (keys.hasNext()) {
+                UTF8String key = keys.next().getUTF8String(0).clone();
+                StateStoreIterator<UnsafeRowPair> entries =
+                    store.prefixScan(prefixOf.apply(new GenericInternalRow(new Object[] {key})), FAMILY);
+                while (entries.hasNext()) {
+                    UnsafeRowPair pair = entries.next();
+                    Object[] row = new Object[3 + n];
+                    row[0] = pair.key().getUTF8String(0).clone();
+                    row[1] = pair.key().getLong(1);
+                    row[2] = pair.key().getLong(2);
+                    for (int i = 0; i < n; i++) {
+                        row[3 + i] = pair.value().isNullAt(i) ? null : pair.value().get(i, types[i]);
+                    }
+                    out.add(new GenericInternalRow(row));
+                }
+            }
+            store.abort();  // read only: the version stays as it was
+            return CollectionConverters.asScala(out.iterator());
+        }
+    }
+}

@@ -1,0 +1,180 @@
+"""io.deltastate.LiveEntryStore through the real Spark session and its RocksDB state store: a batch
+writes at version = its batch id and reads at the version its predecessor committed; a replayed batch
+writes the same version again and changes nothing; an older version stays readable; a new run id
+(a restarted process) reads the committed versions from the checkpoint folder."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from pyspark.sql import DataFrame
+
+pytestmark = pytest.mark.integration
+COLUMNS = "key string, window_start long, window_end long, is_delete boolean, count long, total double"
+PARTITIONS = 4
+
+
+def _write(spark, folder: str, run: str, batch: int, rows: list[tuple], sweep: int = 0, horizon: int = 0) -> int:
+    df = spark.createDataFrame(rows, COLUMNS)
+    return spark._jvm.io.deltastate.LiveEntryStore.write(df._jdf, folder, run, batch, PARTITIONS, sweep, horizon)
+
+
+def _read(spark, folder: str, run: str, version: int, keys: list[str]) -> set[tuple]:
+    values = spark.createDataFrame([], COLUMNS).select("count", "total").schema
+    jvalues = spark._jsparkSession.parseDataType(values.json())
+    asked = spark.createDataFrame([(k,) for k in keys], "key string")
+    found = spark._jvm.io.deltastate.LiveEntryStore.read(asked._jdf, jvalues, folder, run, version, PARTITIONS)
+    return {tuple(r) for r in DataFrame(found, spark).collect()}
+
+
+def test_versions_follow_batches_and_a_replay_changes_nothing(spark, tmp_path):
+    folder, run = str(tmp_path / "live"), str(uuid.uuid4())
+    first = [("a", 0, 5, False, 1, 2.0), ("a", 5, 10, False, 3, 4.0), ("b", 0, 5, False, 7, 1.5)]
+    second = [("a", 0, 5, True, None, None), ("b", 0, 5, False, 8, 3.0)]
+    after_first = {r[:3] + r[4:] for r in first}
+    after_second = {("a", 5, 10, 3, 4.0), ("b", 0, 5, 8, 3.0)}
+
+    assert _write(spark, folder, run, 0, first) == 3
+    assert _read(spark, folder, run, 1, ["a", "b", "c"]) == after_first
+    assert _write(spark, folder, run, 1, second) == 2
+    assert _read(spark, folder, run, 2, ["a", "b"]) == after_second
+    assert _write(spark, folder, run, 1, second) == 2  # the replay of batch 1
+    assert _read(spark, folder, run, 2, ["a", "b"]) == after_second
+    assert _read(spark, folder, run, 1, ["a", "b"]) == after_first
+    assert _read(spark, folder, str(uuid.uuid4()), 2, ["a", "b"]) == after_second
+    assert _read(spark, folder, run, 2, ["b"]) == {("b", 0, 5, 8, 3.0)}
+
+@pytest.mark.parametrize("column,horizon", [(1, 5), (2, 10), (1, 0), (2, 4)])
+def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(spark, tmp_path, column, horizon):
+    """Sweep column 1 compares window_start, 2 window_end; keys of every partition are swept, also
+    partitions the batch's changes do not reach."""
+    folder, run = str(tmp_path / "live"), str(uuid.uuid4())
+    keys = [chr(ord("a") + i) for i in range(12)]  # spread over the 4 partitions
+    rows = [(k, s, s + 5, False, 1, 1.0) for k in keys for s in (0, 5, 10)]
+    _write(spark, folder, run, 0, rows)
+    assert _write(spark, folder, run, 1, [("a", 20, 25, False, 2, 2.0)], column, horizon) == 1
+    after = _read(spark, folder, run, 2, keys)
+    everything = {(k, s, s + 5) for k in keys for s in (0, 5, 10)} | {("a", 20, 25)}
+    want = {e for e in everything if e[column] > horizon}
+    assert {r[:3] for r in after} == want
+
+@pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 32)])
+def test_a_checkpoint_without_live_entries_is_seeded_at_its_next_batch(store, seed, broker, spark, make_settings,
+                                                                        topic):
+    """A store that ran several micro-batches, then lost its live entries (as a checkpoint written
+    before the state store held them): its next batch (batch id > 0) seeds them from the changelog,
+    and later batches read them from the state store; the snapshot equals the reference throughout."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from support.reference import ReferenceTopic
+    from support.reference_windowed import SPECS, run
+    from support.windowed import assert_state_equal, snapshot_rows, workload
+
+    from deltastate.engine import run_store
+    from deltastate.engine.windowed.live_store import FOLDER, MARKER
+    from deltastate.ingest.partitioner import partition_for
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    settings = make_settings()
+    assert ensure_topic(broker, topic, PARTITIONS)
+    ref = ReferenceTopic(PARTITIONS, partition_for)
+    checkpoint = Path(settings.checkpoint_path(store))
+    start = 1_700_000_000_000
+
+    def produce_and_run(n: int, part_seed: int, max_offsets: int | None = None) -> None:
+        nonlocal start
+        records = workload(store, n, part_seed, start)
+        start = max(json.loads(v)["ts"] for _, v in records if v) + 1
+        assert produce_records(broker, topic, records).delivered == len(records)
+        ref.append(records)
+        result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=max_offsets)
+        assert result.records_in == len(records)
+
+    produce_and_run(900, seed, max_offsets=300)  # several batches: seeded at batch 0, then read
+    recorded = json.loads((checkpoint / MARKER).read_text())
+    assert recorded["seeded_batch"] == 0
+    shutil.rmtree(checkpoint / FOLDER)
+    (checkpoint / MARKER).unlink()
+
+    produce_and_run(600, seed + 1, max_offsets=300)
+    reseeded = json.loads((checkpoint / MARKER).read_text())["seeded_batch"]
+    assert reseeded > 0
+    produce_and_run(400, seed + 2)
+    publish_snapshot(spark, settings, [load_store(settings, store)])
+    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
+
+
+def _drop_newest_version(folder) -> int:
+    """Deletes every file of the newest state version in `folder` (all partitions): what a process
+    killed before its state write leaves. Returns that version."""
+    import re
+
+    pattern = re.compile(r"^\.?(\d+)(_[^.]*)?\.(changelog|zip)(\.crc)?$")
+    files = [(int(m.group(1)), f) for f in folder.rglob("*") if f.is_file() and (m := pattern.match(f.name))]
+    newest = max(v for v, _ in files)
+    for version, f in files:
+        if version == newest:
+            f.unlink()
+    return newest
+
+
+@pytest.mark.parametrize("store,seed", [("trade_stats", 41), ("user_sessions", 42)])
+def test_a_batch_whose_commit_landed_before_its_state_write_is_replayed_once(store, seed, broker, spark,
+                                                                              make_settings, topic):
+    """A process killed after a batch's changelog commit and before its state write and checkpoint
+    commit: the changelog holds the batch, the state store and the stream's commit log do not. The
+    next run replays the batch: the changelog keeps it once, the state store gets it, and later
+    batches read entries equal to the reference."""
+    import json
+    from pathlib import Path
+
+    from support.reference import ReferenceTopic
+    from support.reference_windowed import SPECS, run
+    from support.windowed import assert_state_equal, audit_totals, snapshot_rows, workload
+
+    from deltastate.engine import run_store
+    from deltastate.engine.common.source import QUERY
+    from deltastate.engine.windowed.live_store import FOLDER
+    from deltastate.ingest.partitioner import partition_for
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    settings = make_settings()
+    assert ensure_topic(broker, topic, PARTITIONS)
+    ref = ReferenceTopic(PARTITIONS, partition_for)
+    checkpoint = Path(settings.checkpoint_path(store))
+    start = 1_700_000_000_000
+
+    def produce(n: int, part_seed: int) -> int:
+        nonlocal start
+        records = workload(store, n, part_seed, start)
+        start = max(json.loads(v)["ts"] for _, v in records if v) + 1
+        assert produce_records(broker, topic, records).delivered == len(records)
+        ref.append(records)
+        return len(records)
+
+    first = produce(900, seed)
+    assert run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300).records_in == first
+    commits = checkpoint / QUERY / "commits"
+    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink()
+    dropped = _drop_newest_version(checkpoint / FOLDER)
+    assert dropped == last + 1  # seeded at batch 0: batch N commits version N + 1
+
+    second = produce(500, seed + 1)
+    replayed = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300)
+    # The replayed batch's records are read again (the audit of its first attempt stays the one kept).
+    assert replayed.records_in >= second
+    dupes = (spark.read.format("delta").load(settings.table_path(store, "changelog"))
+             .groupBy("epoch", "batch_id", "key", "window_start", "window_end").count().where("count > 1").count())
+    assert dupes == 0
+    assert audit_totals(spark, settings, store)["records_in"] == first + second  # each record audited once
+    publish_snapshot(spark, settings, [load_store(settings, store)])
+    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
