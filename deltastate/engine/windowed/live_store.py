@@ -27,7 +27,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from deltastate.changelog.layout import EVENTS, OP, OP_DELETE, SOURCE_OFFSET, SOURCE_PARTITION, store_key_columns
+from deltastate.changelog.layout import (
+    EVENTS,
+    OP,
+    OP_DELETE,
+    SOURCE_OFFSET,
+    SOURCE_PARTITION,
+    WINDOW_END,
+    WINDOW_START,
+    store_key_columns,
+)
 from deltastate.changelog.rules import retained_column
 from deltastate.engine.common.lineage import Lineage
 from deltastate.stores.definition import StoreDefinition
@@ -35,6 +44,7 @@ from deltastate.stores.definition import StoreDefinition
 FOLDER = "live"  # beside the query's checkpoint folder
 MARKER = "live.json"
 IS_DELETE = "is_delete"
+STATE_KEY = ("key", WINDOW_START, WINDOW_END)  # io.deltastate.LiveEntryStore.KEY_SCHEMA, in order
 
 
 class LiveStore:
@@ -57,7 +67,7 @@ class LiveStore:
         self.seeded_batch = recorded[1] if recorded else None
         spec = store.window or store.session
         assert spec is not None
-        self.sweep_column = 1 if retained_column(spec) == "window_start" else 2  # its place in the state key
+        self.sweep_column = STATE_KEY.index(retained_column(spec))
         self.sweep_every = max(spec.retention_ms // 4, 1)
         self.swept: int | None = None  # the horizon this process last swept at
 
