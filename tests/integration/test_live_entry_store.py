@@ -1,7 +1,9 @@
 """io.deltastate.LiveEntryStore through the real Spark session and its RocksDB state store: a batch
 writes at version = its batch id and reads at the version its predecessor committed; a replayed batch
 writes the same version again and changes nothing; an older version stays readable; a new run id
-(a restarted process) reads the committed versions from the checkpoint folder."""
+(a restarted process) reads the committed versions from the checkpoint folder; a sweep removes what
+retention no longer holds. Then the engine's window and session stores through lost state writes and
+lost live entries, against the reference."""
 
 from __future__ import annotations
 
@@ -59,56 +61,6 @@ def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(
     want = {e for e in everything if e[column] > horizon}
     assert {r[:3] for r in after} == want
 
-@pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 32)])
-def test_a_checkpoint_without_live_entries_is_seeded_at_its_next_batch(store, seed, broker, spark, make_settings,
-                                                                        topic):
-    """A store that ran several micro-batches, then lost its live entries (as a checkpoint written
-    before the state store held them): its next batch (batch id > 0) seeds them from the changelog,
-    and later batches read them from the state store; the snapshot equals the reference throughout."""
-    import json
-    import shutil
-    from pathlib import Path
-
-    from support.reference import ReferenceTopic
-    from support.reference_windowed import SPECS, run
-    from support.windowed import assert_state_equal, snapshot_rows, workload
-
-    from deltastate.engine import run_store
-    from deltastate.engine.windowed.live_store import FOLDER, MARKER
-    from deltastate.ingest.partitioner import partition_for
-    from deltastate.ingest.producer import ensure_topic, produce_records
-    from deltastate.snapshot import publish_snapshot
-    from deltastate.stores import load_store
-
-    settings = make_settings()
-    assert ensure_topic(broker, topic, PARTITIONS)
-    ref = ReferenceTopic(PARTITIONS, partition_for)
-    checkpoint = Path(settings.checkpoint_path(store))
-    start = 1_700_000_000_000
-
-    def produce_and_run(n: int, part_seed: int, max_offsets: int | None = None) -> None:
-        nonlocal start
-        records = workload(store, n, part_seed, start)
-        start = max(json.loads(v)["ts"] for _, v in records if v) + 1
-        assert produce_records(broker, topic, records).delivered == len(records)
-        ref.append(records)
-        result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=max_offsets)
-        assert result.records_in == len(records)
-
-    produce_and_run(900, seed, max_offsets=300)  # several batches: seeded at batch 0, then read
-    recorded = json.loads((checkpoint / MARKER).read_text())
-    assert recorded["seeded_batch"] == 0
-    shutil.rmtree(checkpoint / FOLDER)
-    (checkpoint / MARKER).unlink()
-
-    produce_and_run(600, seed + 1, max_offsets=300)
-    reseeded = json.loads((checkpoint / MARKER).read_text())["seeded_batch"]
-    assert reseeded > 0
-    produce_and_run(400, seed + 2)
-    publish_snapshot(spark, settings, [load_store(settings, store)])
-    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
-
-
 def _drop_newest_version(folder) -> int:
     """Deletes every file of the newest state version in `folder` (all partitions): what a process
     killed before its state write leaves. Returns that version."""
@@ -123,14 +75,18 @@ def _drop_newest_version(folder) -> int:
     return newest
 
 
-@pytest.mark.parametrize("store,seed", [("trade_stats", 41), ("user_sessions", 42)])
-def test_a_batch_whose_commit_landed_before_its_state_write_is_replayed_once(store, seed, broker, spark,
-                                                                              make_settings, topic):
-    """A process killed after a batch's changelog commit and before its state write and checkpoint
-    commit: the changelog holds the batch, the state store and the stream's commit log do not. The
-    next run replays the batch: the changelog keeps it once, the state store gets it, and later
-    batches read entries equal to the reference."""
+@pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 32)])
+def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(store, seed, broker, spark,
+                                                                                make_settings, topic):
+    """Two failures, each followed by a run of several batches, the snapshot equal to the reference
+    at the end:
+    1. a process killed after a batch's changelog commit, before its state write and checkpoint
+       commit (the changelog holds the batch; the state store and the stream's commit log do not):
+       the next run replays the batch, the changelog and the audit keep it once;
+    2. a checkpoint that lost its live entries (as one written before the state store held them):
+       its next batch (batch id > 0) seeds them from the changelog, later batches read them."""
     import json
+    import shutil
     from pathlib import Path
 
     from support.reference import ReferenceTopic
@@ -139,7 +95,7 @@ def test_a_batch_whose_commit_landed_before_its_state_write_is_replayed_once(sto
 
     from deltastate.engine import run_store
     from deltastate.engine.common.source import QUERY
-    from deltastate.engine.windowed.live_store import FOLDER
+    from deltastate.engine.windowed.live_store import FOLDER, MARKER
     from deltastate.ingest.partitioner import partition_for
     from deltastate.ingest.producer import ensure_topic, produce_records
     from deltastate.snapshot import publish_snapshot
@@ -151,30 +107,33 @@ def test_a_batch_whose_commit_landed_before_its_state_write_is_replayed_once(sto
     checkpoint = Path(settings.checkpoint_path(store))
     start = 1_700_000_000_000
 
-    def produce(n: int, part_seed: int) -> int:
+    def produce_and_run(n: int, part_seed: int) -> int:
         nonlocal start
         records = workload(store, n, part_seed, start)
         start = max(json.loads(v)["ts"] for _, v in records if v) + 1
         assert produce_records(broker, topic, records).delivered == len(records)
         ref.append(records)
-        return len(records)
+        return run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300).records_in
 
-    first = produce(900, seed)
-    assert run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300).records_in == first
+    assert produce_and_run(900, seed) == 900  # several batches: seeded at batch 0, then read
+    assert json.loads((checkpoint / MARKER).read_text())["seeded_batch"] == 0
+
     commits = checkpoint / QUERY / "commits"
     last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
     for name in (str(last), f".{last}.crc"):
         (commits / name).unlink()
-    dropped = _drop_newest_version(checkpoint / FOLDER)
-    assert dropped == last + 1  # seeded at batch 0: batch N commits version N + 1
-
-    second = produce(500, seed + 1)
-    replayed = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300)
-    # The replayed batch's records are read again (the audit of its first attempt stays the one kept).
-    assert replayed.records_in >= second
+    assert _drop_newest_version(checkpoint / FOLDER) == last + 1  # seeded at batch 0: batch N commits N + 1
+    # The replayed batch's records are read again; the audit of its first attempt stays the one kept.
+    assert produce_and_run(600, seed + 1) >= 600
     dupes = (spark.read.format("delta").load(settings.table_path(store, "changelog"))
              .groupBy("epoch", "batch_id", "key", "window_start", "window_end").count().where("count > 1").count())
     assert dupes == 0
-    assert audit_totals(spark, settings, store)["records_in"] == first + second  # each record audited once
+    assert audit_totals(spark, settings, store)["records_in"] == 1500  # each record audited once
+
+    shutil.rmtree(checkpoint / FOLDER)
+    (checkpoint / MARKER).unlink()
+    assert produce_and_run(600, seed + 2) == 600
+    assert json.loads((checkpoint / MARKER).read_text())["seeded_batch"] > 0
+    assert produce_and_run(400, seed + 3) == 400
     publish_snapshot(spark, settings, [load_store(settings, store)])
     assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
