@@ -67,3 +67,13 @@ def make_settings(session_settings: Settings, tmp_path: Path) -> Callable[..., S
 def topic() -> str:
     """A fresh topic name, so a test reads only what it produced."""
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 (xdist's hook)
+    """`make test`'s workers take the longest files first (tests/support/scheduling.py)."""
+    if config.getoption("dist") == "loadfile":
+        from support.scheduling import LongestFirstScheduling
+
+        return LongestFirstScheduling(config, log)
+    return None

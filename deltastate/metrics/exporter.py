@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
@@ -31,8 +32,11 @@ ALL = "all"  # the partition label of totals when the tables cannot be followed 
 
 
 class StoreExporter:
-    def __init__(self, settings: Settings, store: StoreDefinition, lineage: Lineage, topic: str) -> None:
+    def __init__(self, settings: Settings, store: StoreDefinition, lineage: Lineage, topic: str,
+                 memtable_bytes: Callable[[], int] | None = None) -> None:
         self.store, self.lineage, self.topic = store, lineage, topic
+        # Spark's progress does not report RocksDB's memtables alone; this asks the JVM (-1: no figure).
+        self.memtable_bytes = memtable_bytes
         self.run = (store.name, str(store.value_version))
         self.dead = TailFollower(settings.table_path(store.storage, layout.DEADLETTER),
                                  [layout.LINEAGE_ID, "partition", "reason"])
@@ -148,6 +152,8 @@ class StoreExporter:
         if (put := mean_latency_s(r.get("rocksdbPutLatency"), r.get("rocksdbPutCount"))) is not None:
             m.ROCKSDB_PUT.labels(*run).set(put)
         m.ROCKSDB_SST.labels(*run).set(r.get("rocksdbSstFileSize", 0.0))
+        if self.memtable_bytes is not None and (memtables := self.memtable_bytes()) >= 0:
+            m.ROCKSDB_MEMTABLE.labels(*run).set(memtables)
         m.ROCKSDB_PINNED.labels(*run).set(r.get("rocksdbPinnedBlocksMemoryUsage", 0.0))
         m.ROCKSDB_HIT_RATIO.labels(*run).set(hit_ratio(r.get("rocksdbReadBlockCacheHitCount"),
                                                        r.get("rocksdbReadBlockCacheMissCount")))

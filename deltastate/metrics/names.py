@@ -66,6 +66,9 @@ ROCKSDB_GET = Gauge("deltastate_rocksdb_get_latency_seconds", "Mean RocksDB get 
 ROCKSDB_PUT = Gauge("deltastate_rocksdb_put_latency_seconds", "Mean RocksDB put latency in the newest batch",
                     RUN, registry=JOBS)
 ROCKSDB_SST = Gauge("deltastate_rocksdb_sst_bytes", "Size of RocksDB's SST files", RUN, registry=JOBS)
+ROCKSDB_MEMTABLE = Gauge("deltastate_rocksdb_memtable_bytes", "Memory in RocksDB's memtables, every state "
+                         "partition of the store this process holds (RocksDB's size-all-mem-tables)", RUN,
+                         registry=JOBS)
 ROCKSDB_PINNED = Gauge("deltastate_rocksdb_block_cache_pinned_bytes", "Block cache memory pinned by RocksDB",
                        RUN, registry=JOBS)
 ROCKSDB_HIT_RATIO = Gauge("deltastate_rocksdb_block_cache_hit_ratio",

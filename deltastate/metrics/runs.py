@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import logging
 import time
+from functools import partial
 
 from pyspark.sql import SparkSession
 
@@ -21,6 +22,15 @@ log = logging.getLogger(__name__)
 _live: dict[str, StoreExporter] = {}  # query name prefix -> the exporter of the run using it
 
 
+def memtable_bytes(spark: SparkSession, checkpoint: str) -> int:
+    """Bytes in RocksDB's memtables of the state partitions under the checkpoint that this JVM holds
+    (jvm/src/io/deltastate/RocksDbMemory.java); -1 when it holds none or Spark hides them."""
+    try:
+        return int(spark._jvm.io.deltastate.RocksDbMemory.memtableBytes(checkpoint))
+    except Exception:  # a stopped session or a JVM without deltastate's functions: no figure
+        return -1
+
+
 def watch_run(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage, topic: str,
               once: bool, on_batch: BatchListener) -> BatchListener:
     """The listener to give the store's writer: on_batch, after the batch's figures are recorded."""
@@ -31,7 +41,7 @@ def watch_run(spark: SparkSession, settings: Settings, store: StoreDefinition, l
     if previous is not None:  # an earlier run of the store in this process has ended
         previous.close()
     try:
-        exporter = StoreExporter(settings, store, lineage, topic)
+        exporter = StoreExporter(settings, store, lineage, topic, memtable_bytes=partial(memtable_bytes, spark, lineage.checkpoint))
     except Exception:  # no metrics is better than no store (an unreachable broker fails the run itself)
         log.exception("store %s: metrics off for this run", store.name)
         return on_batch
