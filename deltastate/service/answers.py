@@ -53,7 +53,23 @@ class JSONAnswer(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(jsonable(content), separators=(",", ":"), allow_nan=False).encode()
+        # JSON's C encoder writes the plain values itself and asks jsonable() for the others; a
+        # non-finite float (ValueError) or a key JSON cannot write (TypeError) takes the slow path,
+        # which converts every value first. Both write the same bytes for the same content.
+        try:
+            return json.dumps(content, default=jsonable, separators=(",", ":"), allow_nan=False,
+                              check_circular=False).encode()
+        except (ValueError, TypeError):
+            return json.dumps(jsonable(content), separators=(",", ":"), allow_nan=False).encode()
+
+
+def json_key(key: Any) -> str:
+    """A mapping key as JSON's encoder writes it (true, null, 1.5), other keys as their text."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return str(key)
 
 
 def jsonable(value: Any) -> Any:
@@ -63,7 +79,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {json_key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, datetime):

@@ -1,6 +1,7 @@
-"""The fast path for point reads: a pure ASGI layer inside the service's auth and metrics middleware
-that answers GET /stores/{store}/keys/{key}, GET /stores/{store}/keys/{key}/rank and POST
-/stores/{store}/keys:batchGet without FastAPI's routing, dependency solving and thread hop.
+"""The fast path for point reads and the top: a pure ASGI layer inside the service's auth and metrics middleware
+that answers GET /stores/{store}/keys/{key}, GET /stores/{store}/keys/{key}/rank, GET
+/stores/{store}/top and POST /stores/{store}/keys:batchGet without FastAPI's routing, dependency
+solving and thread hop.
 
 It calls the very functions FastAPI would (the routes' option dependencies and endpoints, the app's
 DeltastateError handler), so an answer is the same bytes either way; it only parses the request
@@ -39,8 +40,10 @@ from deltastate.service.pointget import PointGet
 from deltastate.service.state import ServiceState
 from deltastate.service.tier.scope import partitions_asked
 
-# Batches up to this many keys answer on the event loop; a larger one would hold it for milliseconds.
+# Batches up to this many keys, and tops up to this many rows, answer on the event loop; a larger one
+# would hold it for milliseconds.
 INLINE_BATCH_KEYS = 64
+INLINE_TOP_ROWS = 100
 # The largest batchGet body read here; a larger one goes to FastAPI (it refuses more than 1,000 keys).
 MAX_BODY_BYTES = 1 << 20
 
@@ -57,6 +60,11 @@ def _float(raw: str) -> object:
 
 def _int(raw: str) -> object:
     return int(raw) if _POSITIVE_INT.fullmatch(raw) else _DEFER
+
+
+def _top_n(raw: str) -> object:
+    """A top's n within routes.top's bounds; any other value goes to FastAPI, which refuses it."""
+    return int(raw) if _POSITIVE_INT.fullmatch(raw) and int(raw) <= routes.TOP_MAX else _DEFER
 
 
 def _bool(raw: str) -> object:
@@ -76,6 +84,7 @@ READ_PARAMETERS: dict[str, Callable[[str], object]] = {
     "max_staleness": _float, "fresh": _bool, "consistency": _consistency, "as_of_version": _int,
     "as_of": _text, "schema_version": _int}
 RANK_PARAMETERS = {**READ_PARAMETERS, "by": _text}
+TOP_PARAMETERS = {**RANK_PARAMETERS, "n": _top_n}
 
 
 def parse_query(query_string: bytes, accepted: dict[str, Callable[[str], object]]) -> dict[str, Any] | None:
@@ -128,6 +137,7 @@ class FastPath:
         self.state = state
         self.get = _find(api, "/stores/{store}/keys/{key}", "GET")
         self.rank = _find(api, "/stores/{store}/keys/{key}/rank", "GET")
+        self.top = _find(api, "/stores/{store}/top", "GET")
         self.batch = _find(api, "/stores/{store}/keys:batchGet", "POST")
         self.point_get = PointGet(state)
         # Requests answered here and requests handed to FastAPI (the tests read them from app.state).
@@ -141,7 +151,8 @@ class FastPath:
             return
         method, path = scope["method"], scope["path"]
         if method == "GET":
-            for target, accepted in ((self.get, READ_PARAMETERS), (self.rank, RANK_PARAMETERS)):
+            for target, accepted in ((self.get, READ_PARAMETERS), (self.rank, RANK_PARAMETERS),
+                                     (self.top, TOP_PARAMETERS)):
                 found = self._match(target, path)
                 if found is not None:
                     params = parse_query(scope["query_string"], accepted)
@@ -208,8 +219,9 @@ class FastPath:
                                                  partitions_asked(request))
             if response is None:
                 call = partial(self._endpoint, request, target, found, params, body)
-                inline = (snapshot_read and (body is None or len(body.keys) <= INLINE_BATCH_KEYS)
-                          and self.state.pool.current_version() is not None)
+                small = (len(body.keys) <= INLINE_BATCH_KEYS if body is not None
+                         else params.get("n", 10) <= INLINE_TOP_ROWS if target is self.top else True)
+                inline = snapshot_read and small and self.state.pool.current_version() is not None
                 response = call() if inline else await anyio.to_thread.run_sync(call)
         except DeltastateError as exc:
             response = await self._handler(exc)(request, exc)
@@ -218,10 +230,11 @@ class FastPath:
     def _endpoint(self, request: Request, target: _Route, found: dict[str, str], params: dict[str, Any],
                   body: routes.BatchGetRequest | None) -> Response:
         """The route's own dependency and endpoint functions, called as FastAPI calls them."""
-        if target is self.rank:
-            by = params.get("by")
-            options = routes.read_options(**{k: v for k, v in params.items() if k != "by"})
-            return routes.rank(request, found["store"], found["key"], options, by=by)
+        if target is self.rank or target is self.top:
+            options = routes.read_options(**{k: v for k, v in params.items() if k not in ("by", "n")})
+            if target is self.top:
+                return routes.top(request, found["store"], options, n=params.get("n", 10), by=params.get("by"))
+            return routes.rank(request, found["store"], found["key"], options, by=params.get("by"))
         options = routes.point_read_options(**params)
         if body is not None:
             return routes.batch_get(request, found["store"], body, options)

@@ -69,6 +69,7 @@ def point_read_options(max_staleness: MaxStaleness = None, fresh: Fresh = False,
 
 
 Options = Annotated[ReadOptions, Depends(read_options)]
+TOP_MAX = 10_000  # the most keys one top read returns
 PointOptions = Annotated[ReadOptions, Depends(point_read_options)]
 Limit = Annotated[int | None, Query(ge=1, description="Page size")]
 
@@ -216,7 +217,7 @@ def all_keys(request: Request, store: Store, options: Options, limit: Limit = No
 
 @router.get("/stores/{store}/top", tags=["leaderboard"])
 def top(request: Request, store: Store, options: Options,
-        n: Annotated[int, Query(ge=1, le=10_000, description="How many keys")] = 10,
+        n: Annotated[int, Query(ge=1, le=TOP_MAX, description="How many keys")] = 10,
         by: Annotated[str | None, Query(description="Numeric value column (default: the store's)")] = None) -> Response:
     """The n best keys by a numeric column, descending, ties by key."""
     with state_of(request).reading([store], options) as reading:

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import uvicorn
 from support.local_infra import free_port, make_home
-from support.reference import expected, rank_of
+from support.reference import expected, rank_of, top
 from support.store_checks import STORE, generated, new_topic, produce
 
 from deltastate.config import Settings
@@ -214,6 +214,33 @@ def test_rank_and_batch_get(world, servers) -> None:
         both(servers, "POST", f"/stores/{STORE}/keys:batchGet", **extra)
     answered, passed = counted(servers)
     assert passed - before[1] >= 7 and answered - before[0] >= 1  # FastAPI judged the bad ones
+
+
+def test_top_is_the_same_bytes(world, servers) -> None:
+    published, committed = world["published"].state, world["committed"].state
+    before = counted(servers)
+    for n in (1, 10, 100, 150):  # 150: more rows than the fast path answers on the event loop
+        for by in ("total_score", "best_score"):
+            r = both(servers, "GET", f"/stores/{STORE}/top", params={"n": n, "by": by})
+            assert [(row["key"], values(row)) for row in r.json()["rows"]] == top(published, n, by)
+    r = both(servers, "GET", f"/stores/{STORE}/top")  # n defaults to 10
+    assert [row["key"] for row in r.json()["rows"]] == [k for k, _ in top(published, 10)]
+    r = both(servers, "GET", f"/stores/{STORE}/top", params={"n": 20, "consistency": "committed"})
+    assert [(row["key"], values(row)) for row in r.json()["rows"]] == top(committed, 20)
+    answered = counted(servers)[0] - before[0]
+    assert answered == 10, answered  # every one of them through the fast path
+    refused = [{"n": 0}, {"n": 10_001}, {"n": "ten"}, {"n": "5.5"}, {"n": -1}, {"by": "key"}, {"by": ""},
+               {"consistency": "latest"}, {"max_staleness": "x"}]
+    for params in refused:
+        assert both(servers, "GET", f"/stores/{STORE}/top", params=params).status_code == 400, params
+    assert both(servers, "GET", f"/stores/{STORE}/top", params={"n": "ten"}).json()["error"]["parameter"] == "n"
+    # A form the fast path leaves to FastAPI, which reads it as 5.
+    r = both(servers, "GET", f"/stores/{STORE}/top", params={"n": "05"})
+    assert [row["key"] for row in r.json()["rows"]] == [k for k, _ in top(published, 5)]
+    assert both(servers, "GET", "/stores/no_such_store/top").status_code == 404
+    assert both(servers, "GET", "/stores/user_sessions/top").status_code == 400  # not a key-value store
+    both(servers, "GET", f"/stores/{STORE}/top", params={"n": 10_000})
+    both(servers, "GET", f"/stores/{STORE}/top", headers={})  # no token: 401 from either
 
 
 def test_metrics_count_both_paths_alike(servers) -> None:

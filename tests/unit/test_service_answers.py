@@ -1,15 +1,16 @@
 """Pure pieces of the REST service: bearer-token checks, paging cursors, JSON values, and the
 HTTP status each deltastate error maps to."""
 
+import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
 from deltastate.errors import DeltastateError, KeyNotFoundError, QueryError, SnapshotError, UnknownStoreError
 from deltastate.query.errors import ParameterError, SnapshotNotRetainedError, SqlLimitError, StaleSnapshotError, StoreTypeError
-from deltastate.service.answers import decode_cursor, encode_cursor, error_answer, jsonable
+from deltastate.service.answers import JSONAnswer, decode_cursor, encode_cursor, error_answer, json_key, jsonable
 from deltastate.service.auth import authorized
 
 
@@ -58,3 +59,25 @@ def test_error_statuses(exc: DeltastateError, status: int, kind: str) -> None:
     assert (answer.status_code, got) == (status, kind)
     if isinstance(exc, StaleSnapshotError):
         assert answer.headers["Retry-After"] == "1" and b'"max_staleness":1.0' in answer.body
+
+
+ODD_VALUES = [
+    {"rows": [{"key": "a", "n": 1, "x": 1.5, "t": datetime(2026, 1, 1, 12, 0), "d": Decimal("2.5")}]},
+    {"score": float("nan"), "inf": [float("inf"), -float("inf")]},
+    {"map": {True: 1, None: 2, 1.5: 3, 7: 4}},  # keys JSON writes itself: true, null, 1.5, 7
+    {"map": {(1, 2): "tuple key"}},  # a key JSON cannot write: the slow path, as text
+    {"nested": ({"b": b"\x01\xff"}, Decimal("NaN"))},
+    [datetime(2026, 1, 1, tzinfo=UTC), object.__new__(type("Odd", (), {"__str__": lambda self: "odd"}))],
+]
+
+
+@pytest.mark.parametrize("content", ODD_VALUES)
+def test_an_answer_is_the_same_bytes_by_either_encoder(content) -> None:
+    """JSONAnswer lets JSON's C encoder write plain values and asks jsonable() for the rest; converting
+    every value first (the fallback) must write the same bytes."""
+    converted = json.dumps(jsonable(content), separators=(",", ":"), allow_nan=False).encode()
+    assert JSONAnswer(content).body == converted
+
+
+def test_map_keys_as_json_writes_them() -> None:
+    assert [json_key(k) for k in ("a", True, None, 1.5, 7, (1, 2))] == ["a", "true", "null", "1.5", "7", "(1, 2)"]
