@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from deltastate.changelog.deltalog import local_dir
 from deltastate.changelog.layout import (
     EVENTS,
     OP,
@@ -45,6 +46,7 @@ FOLDER = "live"  # beside the query's checkpoint folder
 MARKER = "live.json"
 IS_DELETE = "is_delete"
 STATE_KEY = ("key", WINDOW_START, WINDOW_END)  # io.deltastate.LiveEntryStore.KEY_SCHEMA, in order
+STATE_KEY_DDL = ", ".join(f"{c} {'string' if c == 'key' else 'bigint'}" for c in STATE_KEY)
 
 
 class LiveStore:
@@ -72,6 +74,11 @@ class LiveStore:
         self.swept: int | None = None  # the horizon this process last swept at
 
     def _recorded(self) -> tuple[int, int] | None:
+        """(partitions, seeding batch) from the marker; None when the entries must be seeded: no
+        marker, or a marker that outlived its state (the live folder deleted by hand)."""
+        folder = local_dir(self.folder)
+        if folder is not None and not folder.is_dir():
+            return None
         try:
             data = json.loads(self.marker.read_text())
             return int(data["partitions"]), int(data["seeded_batch"])
@@ -104,8 +111,7 @@ class LiveStore:
         """A batch without records commits its version unchanged, so the next batch finds it."""
         if self.ready(batch_id):
             schema = StructType([*self.values.fields])
-            empty = self.spark.createDataFrame([], "key string, window_start bigint, window_end bigint, "
-                                                   f"{IS_DELETE} boolean").crossJoin(
+            empty = self.spark.createDataFrame([], f"{STATE_KEY_DDL}, {IS_DELETE} boolean").crossJoin(
                 self.spark.createDataFrame([], schema))
             self.spark._jvm.io.deltastate.LiveEntryStore.write(empty._jdf, self.folder, self.run_id,
                                                                self._version(batch_id), self.partitions, 0, 0)
