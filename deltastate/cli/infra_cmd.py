@@ -29,13 +29,17 @@ def infra() -> None:
 @click.pass_context
 @_reported
 def setup(ctx: click.Context) -> None:
-    """Fetch every jar folder (Maven) and build deltastate's Spark functions: nothing is downloaded later."""
+    """Fetch every jar folder (Maven), build deltastate's Spark functions and the JVM class archive
+    Spark processes start from: nothing is downloaded later."""
+    from deltastate.infra.class_archive import build_archive
+    from deltastate.infra.spark import driver_jars
     from deltastate.infra.udaf import udaf_jar
 
     settings = _settings(ctx)
     for profile, folder in ensure_jars(settings).items():
         click.echo(f"  {profile:<12} {len(list(folder.glob('*.jar')))} jars in {folder}")
     click.echo(f"  functions    {udaf_jar(settings)}")
+    click.echo(f"  classes      {build_archive(settings, driver_jars(settings)) or 'no java: no class archive'}")
 
 
 @infra.command("up")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from deltastate.config import Settings
+from deltastate.infra.class_archive import archive_options
 from deltastate.infra.jars import ensure_jars, spark_jars
 from deltastate.infra.udaf import udaf_jar
 from deltastate.stores.state import DEFAULT_STATE
@@ -15,12 +16,21 @@ from deltastate.stores.state import DEFAULT_STATE
 LOG4J_FILE = Path(__file__).with_name("spark-log4j2.properties")
 
 
-def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
+def driver_jars(settings: Settings) -> list[str]:
+    """The jars Spark needs beyond its own (Kafka source, Delta, deltastate's functions), as real
+    paths: every home names them the same way, which the class archive's classpath check needs."""
     ensure_jars(settings, ("spark-kafka", "delta"))
-    jars = [*spark_jars(settings), str(udaf_jar(settings))]
+    return [str(Path(jar).resolve()) for jar in (*spark_jars(settings), udaf_jar(settings))]
+
+
+def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
+    jars = driver_jars(settings)
     conf = {
         "spark.app.name": app_name,
         "spark.master": settings.spark_master,
+        # On the driver's classpath, where the JVM's class archive can serve their classes (a local
+        # Spark's executors share the driver's JVM); spark.jars ships them to a cluster's executors.
+        "spark.driver.extraClassPath": os.pathsep.join(jars),
         "spark.jars": ",".join(jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -35,7 +45,7 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # A deep stack: the stream execution thread overflowed in java.util.regex under load. The
         # log4j file sends Spark's log to stderr (log4j's own default would print it on stdout).
         "spark.driver.extraJavaOptions": " ".join(
-            ["-Xss64m", f"-Dlog4j2.configurationFile={LOG4J_FILE}",
+            ["-Xss64m", f"-Dlog4j2.configurationFile={LOG4J_FILE}", *archive_options(settings, jars),
              *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
