@@ -14,6 +14,7 @@ import click
 
 from deltastate.cli.errors import reported as _reported
 from deltastate.cli.errors import settings_of as _settings
+from deltastate.errors import InfraError
 from deltastate.infra.broker import LocalBroker
 from deltastate.infra.jars import PROFILES, ensure_jars, is_fetched, profile_dir
 
@@ -39,7 +40,12 @@ def setup(ctx: click.Context) -> None:
     for profile, folder in ensure_jars(settings).items():
         click.echo(f"  {profile:<12} {len(list(folder.glob('*.jar')))} jars in {folder}")
     click.echo(f"  functions    {udaf_jar(settings)}")
-    click.echo(f"  classes      {build_archive(settings, driver_jars(settings)) or 'no java: no class archive'}")
+    try:
+        archive = build_archive(settings, driver_jars(settings))
+    except InfraError as e:  # Spark runs without the archive: setup goes on, and says so
+        click.echo(f"  classes      {e}", err=True)
+    else:
+        click.echo(f"  classes      {archive or 'no java on PATH: no class archive'}")
 
 
 @infra.command("up")

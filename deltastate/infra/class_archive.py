@@ -82,17 +82,19 @@ def build_archive(settings: Settings, driver_jars: list[str], timeout: float = 9
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.tmp")
-    with tempfile.TemporaryDirectory(prefix="deltastate-class-archive-") as work:
+    log = path.parent / "training.log"
+    with tempfile.TemporaryDirectory(prefix="deltastate-class-archive-") as work, open(log, "w") as out:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DELTASTATE_")}
         env.update({DISABLE_ENV: "0", "DELTASTATE_HOME": str(settings.home), "DELTASTATE_STORAGE": work,
                     "DELTASTATE_DRIVER_JAVA_OPTS": " ".join([f"-XX:ArchiveClassesAtExit={partial}", *QUIET])})
         done = subprocess.run([sys.executable, "-m", "deltastate.infra.archive_training", work], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+                              stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
     if done.returncode != 0 or not partial.is_file():
         partial.unlink(missing_ok=True)
-        raise InfraError(f"building the JVM class archive failed (exit {done.returncode}); Spark still runs "
-                         f"without it:\n{done.stderr[-3000:]}")
+        raise InfraError(f"no JVM class archive: its training run did not dump one (exit {done.returncode}, log "
+                         f"{log}); Spark starts without it, more slowly; `deltastate infra setup` tries again")
     for old in path.parent.glob("spark-*.jsa"):
         old.unlink()
     partial.replace(path)
+    log.unlink(missing_ok=True)
     return path
