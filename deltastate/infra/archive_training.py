@@ -36,13 +36,13 @@ def train(work: Path) -> None:
     spark = get_spark(settings, "deltastate-class-archive")
     table = str(work / "changelog")
     (DeltaTable.createIfNotExists(spark).location(table).addColumn("key", "STRING").addColumn("total", "BIGINT")
-     .addColumn("segment", "INT").partitionedBy("segment").property("delta.checkpointInterval", "2").execute())
+     .addColumn("bucket", "INT").partitionedBy("bucket").property("delta.checkpointInterval", "2").execute())
     DeltaTable.forPath(spark, table).detail().first()
 
     def write(batch: DataFrame, batch_id: int) -> None:
         rows = batch.persist()
         rows.groupBy().agg(F.count_if(F.col("total") > 0), F.max("total")).collect()
-        (rows.select("key", "total", F.lit(0).alias("segment")).write.format("delta").mode("append")
+        (rows.select("key", "total", F.lit(0).alias("bucket")).write.format("delta").mode("append")
          .option("txnAppId", "training").option("txnVersion", batch_id)
          .option("userMetadata", json.dumps({"batch": batch_id})).save(table))
         rows.unpersist()
