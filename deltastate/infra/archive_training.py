@@ -62,7 +62,17 @@ def train(work: Path) -> None:
     history = DeltaTable.forPath(spark, table).history(5).select("version", "userMetadata").collect()
     assert history, "the training table has no history"
     spark.read.format("delta").load(table).where("total > 0").groupBy("key").count().collect()
+    _stop_and_wait(spark)
+
+
+def _stop_and_wait(spark) -> None:
+    """Stops Spark and waits for its JVM to exit: the JVM writes the archive while it exits, after
+    this Python process would otherwise be gone. Closing the gateway's stdin is what makes the
+    JVM exit (pyspark/java_gateway.py)."""
+    jvm = spark.sparkContext._gateway.proc
     spark.stop()
+    jvm.stdin.close()
+    jvm.wait(timeout=600)
 
 
 if __name__ == "__main__":
