@@ -1,8 +1,8 @@
 """One hop to another instance of the tier: the owner first, then its standbys.
 
-An instance that refuses the connection or does not answer within the timeout is passed over for
-the next candidate, and remembered as down for one session timeout (by then Kafka has moved its
-partitions, or it answers again), so a dead owner costs the reads after it nothing. An instance
+An instance that refuses the connection, breaks it, or does not answer within the timeout is passed
+over for the next candidate, and remembered as down for one session timeout (by then Kafka has moved
+its partitions, or it answers again), so a dead owner costs the reads after it nothing. An instance
 that answers, with any status, has answered: its errors are the read's errors.
 """
 
@@ -86,7 +86,9 @@ class Forwarder:
             target = url + ask.raw_path.decode("latin-1") + ("?" + ask.query.decode("latin-1") if ask.query else "")
             try:
                 answer = await self._http().request(ask.method, target, headers=headers, content=ask.body or None)
-            except (httpx.ConnectError, httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError):
+            except httpx.TransportError:
+                # Refused, timed out, reset, or a pooled connection to a process that died broke on
+                # the write (kill -9 leaves the socket half open): every way of not answering.
                 self._down[url] = time.monotonic() + self.down_for_s
                 continue
             self._down.pop(url, None)
