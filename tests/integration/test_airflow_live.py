@@ -5,10 +5,11 @@ session's broker. Shared by two tests:
 * a headless Chromium (Debian's chromium + chromedriver, selenium) logs in, sees the deltastate
   DAGs, and triggers the restore DAG through its params form; screenshots go to the test's folder;
 * every DAG docs/airflow.md offers is triggered through the REST API as the UI does and run by the
-  scheduler to success: the store's run, publish, compact and cleanup DAGs, a confirmed restore and a
-  migration plan; their tasks spark-submit (the Spark provider) to local[*]. The published snapshot,
-  the restore's and the plan's figures are compared with the independent reference and with the
-  changelog's live rows counted here, and the plugin's store page reports the snapshot.
+  scheduler to success: the store's run, then publish, then its compact and cleanup DAGs, a confirmed
+  restore and a migration plan side by side; their tasks spark-submit (the Spark provider) to
+  local[*]. The published snapshot, the restore's and the plan's figures are compared with the
+  independent reference and with the changelog's live rows counted here, and the plugin's store
+  page reports the snapshot.
 """
 
 from __future__ import annotations
@@ -61,18 +62,28 @@ class LiveAirflow:
                 continue
             if run["state"] in ("success", "failed"):
                 return run
-            time.sleep(3)
+            time.sleep(0.5)
         pytest.fail(f"{dag_id} {run_id} did not finish in {timeout}s; log tail:\n{self.tail()}")
 
     def trigger(self, dag_id: str, conf: dict, timeout: float = 1200) -> str:
         """Unpause, trigger, wait for success, pause again; returns the run id."""
-        assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
-        created = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
-        assert created.status_code == 200, created.text
-        run = self.wait_run(dag_id, created.json()["dag_run_id"], timeout=timeout)
-        assert run["state"] == "success", (dag_id, self.task_states(dag_id, run["dag_run_id"]), self.tail())
-        self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
-        return run["dag_run_id"]
+        [run_id] = self.trigger_together([(dag_id, conf)], timeout=timeout)
+        return run_id
+
+    def trigger_together(self, runs: list[tuple[str, dict]], timeout: float = 1200) -> list[str]:
+        """Unpause and trigger each (dag id, conf) before waiting for any, so the scheduler runs them
+        side by side; wait for every one to succeed, pause them again; returns the run ids in order."""
+        created = []
+        for dag_id, conf in runs:
+            assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
+            made = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+            assert made.status_code == 200, made.text
+            created.append((dag_id, made.json()["dag_run_id"]))
+        for dag_id, run_id in created:
+            run = self.wait_run(dag_id, run_id, timeout=timeout)
+            assert run["state"] == "success", (dag_id, self.task_states(dag_id, run_id), self.tail())
+            self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
+        return [run_id for _, run_id in created]
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> dict:
         value = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
@@ -104,7 +115,7 @@ def _wait(what: str, check, timeout: float, proc: subprocess.Popen, log: Path):
                 return value
         except (httpx.HTTPError, OSError, KeyError, ValueError):
             pass
-        time.sleep(2)
+        time.sleep(0.5)
     pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-3000:]}")
 
 
@@ -124,6 +135,9 @@ def airflow(tmp_path_factory, session_settings, broker) -> Iterator[LiveAirflow]
         AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT="60",
         AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
         AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
+        # dags/ does not change during the test: parse each file once at start, not every 30 s while
+        # the tasks' Spark drivers need the CPU.
+        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3600",
         DELTASTATE_HOME=str(home), KAFKA_BOOTSTRAP=broker, DELTASTATE_SHUFFLE_PARTITIONS="2",
         DELTASTATE_DRIVER_MEMORY="1g", DELTASTATE_DRIVER_JAVA_OPTS=SHORT_LIVED_JVM, DELTASTATE_DAG_RETRIES="0",
         DELTASTATE_RUN_SCHEDULE=NEVER, DELTASTATE_COMPACT_SCHEDULE=NEVER, DELTASTATE_CLEANUP_SCHEDULE=NEVER,
@@ -205,7 +219,7 @@ def test_browser_logs_in_sees_dags_and_triggers_restore_through_its_form(airflow
         runs = []
         while not runs and time.monotonic() < deadline:
             runs = airflow.api("GET", "/dags/deltastate_restore/dagRuns").json()["dag_runs"]
-            time.sleep(1)
+            time.sleep(0.25)
         [run] = runs
         assert run["conf"] == {"store": other, "confirm": True} and run["run_type"] == "manual"
         assert airflow.api("GET", "/dags/deltastate_restore").json()["is_paused"] is True
@@ -233,7 +247,7 @@ def test_browser_logs_in_sees_dags_and_triggers_restore_through_its_form(airflow
         runs = []
         while not runs and time.monotonic() < deadline:
             runs = airflow.api("GET", "/dags/deltastate_migrate/dagRuns").json()["dag_runs"]
-            time.sleep(1)
+            time.sleep(0.25)
         [run] = runs
         assert {k: run["conf"].get(k) for k in ("store", "to_version", "action", "confirm")} == {
             "store": STORE, "to_version": 2, "action": "cutover", "confirm": True}
@@ -282,17 +296,22 @@ def test_every_dag_runs_to_success_through_the_rest_api(airflow, session_setting
     html = httpx.get(f"{airflow.base}/deltastate/stores", timeout=30).text
     assert f"<tr id='{STORE}'>" in html and "Data Docs" in html
 
-    compact = airflow.xcom(f"deltastate_compact_{STORE}", airflow.trigger(f"deltastate_compact_{STORE}",
-                                                                          {"topic": topic}), "compact_store")
-    assert compact["store"] == STORE and compact["before"]["records"] >= compact["after"]["records"] > 0, compact
-    cleanup = airflow.xcom(f"deltastate_cleanup_{STORE}", airflow.trigger(f"deltastate_cleanup_{STORE}",
-                                                                          {"topic": topic}), "cleanup_store")
-    assert cleanup["store"] == STORE and cleanup["skipped"] == "no ttl declared", cleanup  # player_stats has no TTL
-
-    # A confirmed restore: the checkpoint is rebuilt from the changelog, one batch per source partition.
+    # Compaction, cleanup, a confirmed restore and a migration plan run side by side: compaction
+    # rewrites the changelog without changing its live rows, and restore and the plan read it pinned
+    # to one version (vacuum keeps every file a pinned reader may still need).
     live = changelog_live_rows(spark, settings)
     assert len(live) == len(exp.state)
-    restore_run = airflow.trigger("deltastate_restore", {"store": STORE, "confirm": True})
+    compact_run, cleanup_run, restore_run, plan_run = airflow.trigger_together([
+        (f"deltastate_compact_{STORE}", {"topic": topic}), (f"deltastate_cleanup_{STORE}", {"topic": topic}),
+        ("deltastate_restore", {"store": STORE, "confirm": True}),
+        # A migration plan (read-only: no confirm) of the store's next value schema version.
+        ("deltastate_migrate", {"store": STORE, "to_version": 2, "action": "plan"})])
+    compact = airflow.xcom(f"deltastate_compact_{STORE}", compact_run, "compact_store")
+    assert compact["store"] == STORE and compact["before"]["records"] >= compact["after"]["records"] > 0, compact
+    cleanup = airflow.xcom(f"deltastate_cleanup_{STORE}", cleanup_run, "cleanup_store")
+    assert cleanup["store"] == STORE and cleanup["skipped"] == "no ttl declared", cleanup  # player_stats has no TTL
+
+    # The restore rebuilt the checkpoint from the changelog, one batch per source partition.
     restored = airflow.xcom("deltastate_restore", restore_run, "restore_store")
     assert (restored["store"], restored["mode"], restored["records_restored"]) == (STORE, "full", len(live))
     assert restored["starting_offsets"] == {str(p): o for p, o in sorted(ends(ref.records).items())}
@@ -300,8 +319,6 @@ def test_every_dag_runs_to_success_through_the_rest_api(airflow, session_setting
     named = {int(p) for p in re.findall(rf"\[restore {STORE}\] batch: source partition (\d+):", log)}
     assert named == set(live.values()), (named, log[-3000:])
 
-    # A migration plan (read-only: no confirm) of the store's next value schema version.
-    plan_run = airflow.trigger("deltastate_migrate", {"store": STORE, "to_version": 2, "action": "plan"})
     plan = airflow.xcom("deltastate_migrate", plan_run, "plan")
     assert (plan["store"], plan["from_version"], plan["to_version"], plan["live_rows"]) == (STORE, 1, 2, len(live))
     # Only the chosen step ran: a plan changes nothing, so start and every other step were skipped.

@@ -1,6 +1,11 @@
 """Every command the README shows, run as a user runs it: `deltastate ...` in a new process, settings
 from DELTASTATE_* variables, against the session's real broker, Spark in each child, Delta and
 DuckDB on disk. One home serves the whole module: the stores after one batch, then after several.
+Building the stores' state for the reads is not what the commands' tests are about: the windowed
+stores' runs, the first snapshot and the backlog of several micro-batches run in this process's
+Spark session (the same functions the commands call), while `produce`, `run` (after one batch, and
+in several micro-batches after a restore) and `snapshot publish` (after several) run as commands.
+Commands that do not depend on each other's effects run side by side, each still a new process.
 
 Each read answer is compared with a reference computed here from the produced records
 (tests/support/reference.py, reference_windowed.py), in both output formats. Every refusal is an
@@ -13,15 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import yaml
-from support.cli_runs import World, cli, json_rows, keyed, record, refused, table, values
+from support.cli_runs import DELTASTATE, World, clean, cli, json_rows, keyed, record, refused, table, values
 from support.local_infra import make_home
 from support.reference import VALUE_FIELDS, ReferenceTopic, expected, rank_of, ranking, top
 from support.reference_windowed import SPECS
@@ -31,9 +42,13 @@ from support.windowed import workload
 
 from deltastate.bench.soak import child_env
 from deltastate.config import Settings
+from deltastate.engine import run_store
+from deltastate.engine.common.report import RunResult
+from deltastate.engine.common.writer_lock import release_checkpoint
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
+from deltastate.snapshot import describe, publish_snapshot
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 
@@ -53,6 +68,59 @@ EXTRA: list[tuple[bytes, bytes | None]] = [
     (b"gone", None),
     (b"broken", b'{"player_id": "broken",'),
 ]
+
+
+T = TypeVar("T")
+
+
+# -- running commands side by side -------------------------------------------------------------------
+def concurrently(*calls: Callable[[], T]) -> list[T]:
+    """Runs independent calls (each starts its own `deltastate` process) side by side; the results
+    in the order given, the first failure raised."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(call) for call in calls]
+        return [future.result() for future in futures]
+
+
+def cli_each(world: World, commands: dict[str, tuple[str, ...]]) -> dict[str, subprocess.CompletedProcess]:
+    """`cli` for each named command line, side by side: name -> the finished process."""
+    done = concurrently(*(partial(cli, world, *args) for args in commands.values()))
+    return dict(zip(commands, done, strict=True))
+
+
+def in_background(world: World, *args: str) -> subprocess.Popen:
+    """`deltastate ARGS` started in its own process group (the CLI and its Spark JVM), not waited for."""
+    return subprocess.Popen([DELTASTATE, *args], env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ends a process started by in_background, its JVM with it."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def finished(proc: subprocess.Popen, timeout: float = 900) -> subprocess.CompletedProcess:
+    """What `cli` checks, for a process started by in_background: no traceback, exit status 0."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop(proc)
+        raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    clean(done)
+    assert done.returncode == 0, (proc.args, done.returncode, stdout[-2000:], stderr[-3000:])
+    return done
+
+
+def run_here(settings: Settings, store: str, **options) -> RunResult:
+    """One --once run in this process's Spark session; the writer lock is given back afterwards, so
+    the store's later runs as commands can take it."""
+    try:
+        return run_store(settings, store, once=True, **options)
+    finally:
+        release_checkpoint(settings, store)
 
 
 # -- the module's stores ---------------------------------------------------------------------------
@@ -90,15 +158,18 @@ def world(session_settings: Settings, broker: str, tmp_path_factory: pytest.Temp
 
 
 @pytest.fixture(scope="module")
-def one_batch(world: World) -> World:
-    """Every store after one run: produce, run --once, publish; the reads before the first publish."""
+def one_batch(world: World, spark) -> World:
+    """Every store after one run: produce, run --once, publish; the reads before the first publish.
+    `run player_stats` is the command; the windowed stores run in this process meanwhile."""
     produce_leaderboard(world, BATCH1)
     assert produce_records(world.settings.kafka_bootstrap, world.topics[STORE], EXTRA).delivered == len(EXTRA)
     world.leaderboard.append(EXTRA)
+    produced: dict[str, int] = {}
     for store in (TRADES, SESSIONS):
         records = workload(store, 1_500 if store == TRADES else 600, 3, T0)
         ensure_topic(world.settings.kafka_bootstrap, world.topics[store], 4)
         assert produce_records(world.settings.kafka_bootstrap, world.topics[store], records).delivered == len(records)
+        produced[store] = len(records)
         ref = ReferenceTopic(4, partition_for)
         ref.append(records)
         world.windowed[store] = fold_windowed(SPECS[store], ref.records).state
@@ -111,12 +182,19 @@ def one_batch(world: World) -> World:
 
     exp = expected(world.leaderboard.records, world.settings.max_value_bytes)
     assert exp.dead_lettered == 1
-    ran = cli(world, "run", STORE)  # --once is the default
+    running = in_background(world, "run", STORE)  # --once is the default
+    try:
+        for store in (TRADES, SESSIONS):
+            result = run_here(world.settings, store)
+            assert result.records_in == produced[store], result
+    except BaseException:
+        stop(running)
+        raise
+    ran = finished(running)
     total = len(world.leaderboard)
     assert f"{STORE}: {total:,} records in = {total - 1:,} applied + 1 dead-lettered" in ran.stdout, ran.stdout
-    for store in (TRADES, SESSIONS):
-        cli(world, "run", store, "--once")
-    published = json.loads(cli(world, "snapshot", "publish", "--json").stdout)
+    # What `snapshot publish --json` prints (the command itself: after several batches, below).
+    published = json.loads(json.dumps(describe(publish_snapshot(spark, world.settings))))
     assert published["snapshot_version"] == 1 and published["current"] is True
     rows = {s["store"]: s["row_count"] for s in published["stores"]}
     assert rows[STORE] == len(exp.state)
@@ -129,41 +207,55 @@ def check_key_value_reads(world: World, snapshot: int) -> None:
     """get, top, rank, range and all in both formats against the published reference state."""
     state = world.published
     order = ranking(state)
-    for key in (order[0], order[len(order) // 2], order[-1]):
-        [row] = json_rows(cli(world, "get", STORE, key, "--json"))
+    points, ranked = (order[0], order[len(order) // 2], order[-1]), (order[1], order[len(order) // 3])
+    lo, hi = "player-000100", "player-000199"
+    query = "SELECT count(*) AS n, sum(games) AS games, max(best_score) AS best FROM player_stats"
+    commands = {"top --json": ("top", STORE, "--n", "5", "--json"), "top": ("top", STORE, "--n", "5"),
+                "top --by": ("top", STORE, "--n", "4", "--by", "games", "--meta"),
+                "range --json": ("range", STORE, lo, hi, "--json"), "range": ("range", STORE, lo, hi, "--limit", "3"),
+                "all --json": ("all", STORE, "--json"), "all": ("all", STORE, "--limit", "4"),
+                "sql": ("sql", query, "--json")}
+    for key in points:
+        commands |= {f"get {key} --json": ("get", STORE, key, "--json"), f"get {key}": ("get", STORE, key),
+                     f"get {key} --meta": ("get", STORE, key, "--meta")}
+    for key in ranked:
+        commands |= {f"rank {key} --json": ("rank", STORE, key, "--json"),
+                     f"rank {key} --by": ("rank", STORE, key, "--by", "best_score")}
+    out = cli_each(world, commands)
+
+    for key in points:
+        [row] = json_rows(out[f"get {key} --json"])
         assert row["key"] == key and values(row) == state[key]
         assert set(BOOKKEEPING) <= set(row) and row["event_time"].endswith("Z")  # --json: every column
-        shown = record(cli(world, "get", STORE, key))
+        shown = record(out[f"get {key}"])
         assert list(shown) == ["key", *VALUE_FIELDS] and values(shown) == state[key]  # no bookkeeping
-        meta = record(cli(world, "get", STORE, key, "--meta"))
+        meta = record(out[f"get {key} --meta"])
         assert list(meta) == ["key", *VALUE_FIELDS, *BOOKKEEPING] and meta["source_offset"] == str(row["source_offset"])
 
-    assert keyed(json_rows(cli(world, "top", STORE, "--n", "5", "--json"))) == top(state, 5)
-    columns, rows = table(cli(world, "top", STORE, "--n", "5"), snapshot)
+    assert keyed(json_rows(out["top --json"])) == top(state, 5)
+    columns, rows = table(out["top"], snapshot)
     assert columns == ["rank", "key", *VALUE_FIELDS]
     assert [int(r["rank"]) for r in rows] == [1, 2, 3, 4, 5] and keyed(rows) == top(state, 5)
-    columns, rows = table(cli(world, "top", STORE, "--n", "4", "--by", "games", "--meta"), snapshot)
+    columns, rows = table(out["top --by"], snapshot)
     assert columns == ["rank", "key", *VALUE_FIELDS, *BOOKKEEPING] and keyed(rows) == top(state, 4, by="games")
 
-    for key in (order[1], order[len(order) // 3]):
-        assert json_rows(cli(world, "rank", STORE, key, "--json")) == [
+    for key in ranked:
+        assert json_rows(out[f"rank {key} --json"]) == [
             {"rank": rank_of(state, key), "key": key, "total_score": state[key]["total_score"]}]
-        _, [row] = table(cli(world, "rank", STORE, key, "--by", "best_score"), snapshot)
+        _, [row] = table(out[f"rank {key} --by"], snapshot)
         assert (int(row["rank"]), row["key"], int(row["best_score"])) == (
             rank_of(state, key, by="best_score"), key, state[key]["best_score"])
 
-    lo, hi = "player-000100", "player-000199"
     want = [(k, state[k]) for k in sorted(state) if lo <= k <= hi]
     assert len(want) > 10
-    assert keyed(json_rows(cli(world, "range", STORE, lo, hi, "--json"))) == want
-    columns, rows = table(cli(world, "range", STORE, lo, hi, "--limit", "3"), snapshot)
+    assert keyed(json_rows(out["range --json"])) == want
+    columns, rows = table(out["range"], snapshot)
     assert columns == ["key", *VALUE_FIELDS] and keyed(rows) == want[:3]
-    assert keyed(json_rows(cli(world, "all", STORE, "--json"))) == sorted(state.items())
-    columns, rows = table(cli(world, "all", STORE, "--limit", "4"), snapshot)
+    assert keyed(json_rows(out["all --json"])) == sorted(state.items())
+    columns, rows = table(out["all"], snapshot)
     assert columns == ["key", *VALUE_FIELDS] and keyed(rows) == sorted(state.items())[:4]
 
-    query = "SELECT count(*) AS n, sum(games) AS games, max(best_score) AS best FROM player_stats"
-    assert json_rows(cli(world, "sql", query, "--json")) == [
+    assert json_rows(out["sql"]) == [
         {"n": len(state), "games": sum(v["games"] for v in state.values()),
          "best": max(v["best_score"] for v in state.values())}]
 
@@ -206,24 +298,32 @@ def test_window_and_session_reads(one_batch: World) -> None:
     assert set(BOOKKEEPING) <= set(columns) and len(rows) == len(find_sessions(sessions, user, *EVERYTHING))
 
 
+# A command line, its exit status, and what its one line says (the whole line, or a part of it).
+REFUSALS: list[tuple[tuple[str, ...], int, str]] = [
+    (("get", "nope", "k"), 2, "unknown store 'nope'"),
+    (("top", "nope"), 2, "unknown store 'nope'"),
+    (("get", STORE, "nobody"), 1, f"not found: store '{STORE}': key 'nobody' not found"),
+    (("get", STORE, "gone"), 1, "'gone'"),  # deleted by a tombstone
+    (("rank", STORE, "nobody"), 1, "'nobody'"),
+    (("top", STORE, "--n", "0"), 2, "'--n'"),
+    (("top", STORE, "--by", "key"), 2, "parameter 'by'"),
+    (("get", STORE, "tie-a", "--consistency", "soon"), 2, "'--consistency'"),
+    (("top", STORE, "--consistency", "latest"), 2, "'--consistency'"),
+    (("get", STORE, "tie-a", "--schema-version", "7"), 2, "parameter 'schema_version'"),
+    (("windows", TRADES, "--from", "soon"), 2, "parameter 'from'"),
+    (("sessions", TRADES, "SYM0"), 2, "is a window store"),
+    (("windows", STORE), 2, "is a key_value store"),
+    (("nosuch",), 2, "No such command 'nosuch'"),
+    (("produce", "leaderboard", "--events", "-1"), 2, "'--events'"),
+    (("run", "nope", "--once"), 2, "unknown store 'nope'"),  # before Spark starts
+    (("cleanup", "nope"), 2, "unknown store 'nope'"),
+]
+
+
 def test_refusals(one_batch: World) -> None:
-    assert "unknown store 'nope'" in refused(one_batch, "get", "nope", "k")
-    assert "unknown store 'nope'" in refused(one_batch, "top", "nope")
-    assert refused(one_batch, "get", STORE, "nobody", code=1) == f"not found: store '{STORE}': key 'nobody' not found"
-    assert "'gone'" in refused(one_batch, "get", STORE, "gone", code=1)  # deleted by a tombstone
-    assert "'nobody'" in refused(one_batch, "rank", STORE, "nobody", code=1)
-    assert "'--n'" in refused(one_batch, "top", STORE, "--n", "0")
-    assert "parameter 'by'" in refused(one_batch, "top", STORE, "--by", "key")
-    assert "'--consistency'" in refused(one_batch, "get", STORE, "tie-a", "--consistency", "soon")
-    assert "'--consistency'" in refused(one_batch, "top", STORE, "--consistency", "latest")
-    assert "parameter 'schema_version'" in refused(one_batch, "get", STORE, "tie-a", "--schema-version", "7")
-    assert "parameter 'from'" in refused(one_batch, "windows", TRADES, "--from", "soon")
-    assert "is a window store" in refused(one_batch, "sessions", TRADES, "SYM0")
-    assert "is a key_value store" in refused(one_batch, "windows", STORE)
-    assert "No such command 'nosuch'" in refused(one_batch, "nosuch")
-    assert "'--events'" in refused(one_batch, "produce", "leaderboard", "--events", "-1")
-    assert "unknown store 'nope'" in refused(one_batch, "run", "nope", "--once")  # before Spark starts
-    assert "unknown store 'nope'" in refused(one_batch, "cleanup", "nope")
+    said = concurrently(*(partial(refused, one_batch, *args, code=code) for args, code, _ in REFUSALS))
+    for (args, _, message), line in zip(REFUSALS, said, strict=True):
+        assert line == message if message.startswith("not found: ") else message in line, (args, line)
 
 
 WRITES = ("DELETE FROM player_stats", "CREATE TABLE x(i int)", "ATTACH '{tmp}/other.duckdb' AS other",
@@ -233,8 +333,9 @@ WRITES = ("DELETE FROM player_stats", "CREATE TABLE x(i int)", "ATTACH '{tmp}/ot
 
 
 def test_sql_writes_are_refused(one_batch: World, tmp_path: Path) -> None:
-    for statement in WRITES:
-        assert "read-only" in refused(one_batch, "sql", statement.format(tmp=tmp_path)), statement
+    said = concurrently(*(partial(refused, one_batch, "sql", statement.format(tmp=tmp_path)) for statement in WRITES))
+    for statement, line in zip(WRITES, said, strict=True):
+        assert "read-only" in line, (statement, line)
     assert list(tmp_path.iterdir()) == []  # nothing written outside the snapshot either
     state = one_batch.published
     assert json_rows(cli(one_batch, "sql", "SELECT count(*) AS n, sum(games) AS g FROM player_stats", "--json")) == [
@@ -256,11 +357,12 @@ def test_snapshot_read_imports_no_spark(one_batch: World) -> None:
 # -- after several batches ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def several(one_batch: World) -> World:
-    """A second backlog run in several micro-batches, and a third batch left in the topic."""
+    """A second backlog run in several micro-batches (in this process; `run` in several micro-batches
+    as a command is the last test's), and a third batch left in the topic."""
     world = one_batch
     produce_leaderboard(world, BATCH2)
-    ran = cli(world, "run", STORE, "--once", "--max-offsets-per-trigger", "800")
-    assert len(re.findall(r"^\s+batch\s+\d+:", ran.stdout, re.M)) >= 3, ran.stdout
+    result = run_here(world.settings, STORE, max_offsets_per_trigger=800)
+    assert result.batches >= 3 and result.records_in == BATCH2[0], result
     world.committed_upto = len(world.leaderboard)
     produce_leaderboard(world, BATCH3)
     return world
@@ -275,31 +377,42 @@ def test_committed_and_latest_reads_before_publishing(several: World) -> None:
     changed = [k for k in sorted(latest) if latest.get(k) != committed.get(k) and k in committed][:3]
     moved = [k for k in sorted(committed) if committed[k] != world.published.get(k) and k in world.published][:3]
     assert changed and moved
-    for key in moved:
-        assert values(json_rows(cli(world, "get", STORE, key, "--json"))[0]) == world.published[key]
-        got = cli(world, "get", STORE, key, "--consistency", "committed")
-        assert values(record(got)) == committed[key] and "committed through changelog version" in got.stdout
-    for key in changed:
-        [row] = json_rows(cli(world, "get", STORE, key, "--consistency", "latest", "--json"))
-        assert values(row) == latest[key]
-    assert keyed(json_rows(cli(world, "top", STORE, "--n", "7", "--consistency", "committed", "--json"))) == \
-        top(committed, 7)
     lo, hi = "player-000050", "player-000090"
-    assert keyed(json_rows(cli(world, "range", STORE, lo, hi, "--consistency", "committed", "--json"))) == \
-        [(k, committed[k]) for k in sorted(committed) if lo <= k <= hi]
     key = ranking(committed)[5]
-    assert json_rows(cli(world, "rank", STORE, key, "--consistency", "committed", "--json"))[0]["rank"] == \
-        rank_of(committed, key)
-    # An older client's shape: version 1 is what the store holds, so the rows are unchanged.
-    [row] = json_rows(cli(world, "get", STORE, key, "--consistency", "committed", "--schema-version", "1", "--json"))
+    commands = {"top": ("top", STORE, "--n", "7", "--consistency", "committed", "--json"),
+                "range": ("range", STORE, lo, hi, "--consistency", "committed", "--json"),
+                "rank": ("rank", STORE, key, "--consistency", "committed", "--json"),
+                # An older client's shape: version 1 is what the store holds, so the rows are unchanged.
+                "v1": ("get", STORE, key, "--consistency", "committed", "--schema-version", "1", "--json")}
+    for k in moved:
+        commands |= {f"snapshot {k}": ("get", STORE, k, "--json"),
+                     f"committed {k}": ("get", STORE, k, "--consistency", "committed")}
+    for k in changed:
+        commands[f"latest {k}"] = ("get", STORE, k, "--consistency", "latest", "--json")
+    out = cli_each(world, commands)
+
+    for k in moved:
+        assert values(json_rows(out[f"snapshot {k}"])[0]) == world.published[k]
+        got = out[f"committed {k}"]
+        assert values(record(got)) == committed[k] and "committed through changelog version" in got.stdout
+    for k in changed:
+        [row] = json_rows(out[f"latest {k}"])
+        assert values(row) == latest[k]
+    assert keyed(json_rows(out["top"])) == top(committed, 7)
+    assert keyed(json_rows(out["range"])) == [(k, committed[k]) for k in sorted(committed) if lo <= k <= hi]
+    assert json_rows(out["rank"])[0]["rank"] == rank_of(committed, key)
+    [row] = json_rows(out["v1"])
     assert values(row) == committed[key]
 
 
 def test_reads_after_several_batches(several: World) -> None:
     world = several
     published = json.loads(cli(world, "snapshot", "publish", "--json").stdout)
-    assert published["snapshot_version"] == 2
+    assert published["snapshot_version"] == 2 and published["current"] is True
     world.published = world.committed(world.committed_upto)
+    rows = {s["store"]: s["row_count"] for s in published["stores"]}
+    assert rows[STORE] == len(world.published)
+    assert rows[TRADES] == len(world.windowed[TRADES]) and rows[SESSIONS] == len(world.windowed[SESSIONS])
     check_key_value_reads(world, snapshot=2)
     assert [r["snapshot_version"] for r in json_rows(cli(world, "snapshot", "list", "--json"))] == [1, 2]
 
@@ -308,13 +421,18 @@ def test_compact_cleanup_and_migrate_plan_keep_the_answers(several: World) -> No
     world = several
     compacted = json.loads(cli(world, "compact", STORE, "--json").stdout)
     assert compacted["store"] == STORE
-    cli(world, "cleanup", STORE)
-    plan = json.loads(cli(world, "migrate", "plan", STORE, "--to", "2", "--json").stdout)
-    assert plan["store"] == STORE
+    # After the compaction, the commands that only read the compacted store, side by side.
+    _, planned, status, to_zero, to_three = concurrently(
+        partial(cli, world, "cleanup", STORE),
+        partial(cli, world, "migrate", "plan", STORE, "--to", "2", "--json"),
+        partial(refused, world, "migrate", "status", STORE, spark=True),
+        partial(refused, world, "migrate", "plan", STORE, "--to", "0"),
+        partial(refused, world, "migrate", "plan", STORE, "--to", "3"))
+    assert json.loads(planned.stdout)["store"] == STORE
     # No migration was started: status says so in one line (after Spark's start-up warnings).
-    assert "no migration was started" in refused(world, "migrate", "status", STORE, spark=True)
-    assert "'--to'" in refused(world, "migrate", "plan", STORE, "--to", "0")
-    assert "no value schema version 3" in refused(world, "migrate", "plan", STORE, "--to", "3")  # before Spark
+    assert "no migration was started" in status
+    assert "'--to'" in to_zero
+    assert "no value schema version 3" in to_three  # before Spark
     # The changelog after maintenance still folds to the same state.
     assert keyed(json_rows(cli(world, "all", STORE, "--consistency", "committed", "--json"))) == \
         sorted(world.published.items())
@@ -328,8 +446,10 @@ def test_restore_after_a_lost_checkpoint_then_the_run_reads_nothing_twice(severa
     assert f"deltastate restore {STORE}" in message
     restored = cli(world, "restore", STORE).stdout
     assert f"restoring {STORE} (full)" in restored and f"{len(world.published):,} records" in restored, restored
-    ran = cli(world, "run", STORE, "--once").stdout
+    # The records not committed before, in micro-batches of at most 150: a line for each batch.
+    ran = cli(world, "run", STORE, "--once", "--max-offsets-per-trigger", "150").stdout
     uncommitted = len(world.leaderboard) - world.committed_upto
+    assert uncommitted == BATCH3[0] and len(re.findall(r"^\s+batch\s+\d+:", ran, re.M)) >= 2, ran
     assert f"{STORE}: {uncommitted:,} records in" in ran, ran
     everything = world.committed(len(world.leaderboard))
     assert keyed(json_rows(cli(world, "all", STORE, "--consistency", "committed", "--json"))) == \

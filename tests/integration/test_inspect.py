@@ -6,7 +6,9 @@ started a streaming query, after one micro-batch and after several."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -84,10 +86,22 @@ def test_inspect_reports_a_real_store(broker, spark, make_settings, topic):
     assert json.loads(printed.output)["changelog"]["live_keys"] == len(exp.state)
 
 
-def inspect_in_new_process(settings, code: int = 0) -> subprocess.CompletedProcess:
-    """`deltastate inspect STORE --json` as a user runs it: its own process and Spark session."""
-    proc = subprocess.run([DELTASTATE, "inspect", STORE, "--json"], env=child_env(settings), capture_output=True,
-                          text=True, timeout=600)
+def start_inspect(settings) -> subprocess.Popen:
+    """`deltastate inspect STORE --json` as a user runs it: its own process and Spark session. The
+    test reads its reference figures in this process while the command starts."""
+    return subprocess.Popen([DELTASTATE, "inspect", STORE, "--json"], env=child_env(settings), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def inspected(running: subprocess.Popen, code: int = 0) -> subprocess.CompletedProcess:
+    """The finished inspect: no traceback or Java stack trace, the exit status expected."""
+    try:
+        stdout, stderr = running.communicate(timeout=600)
+    except BaseException:
+        os.killpg(running.pid, signal.SIGKILL)  # the CLI and its Spark JVM
+        running.communicate()
+        raise
+    proc = subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
     for stream in (proc.stdout, proc.stderr):
         assert "at org.apache" not in stream and "Traceback" not in stream, stream[-3000:]
     assert proc.returncode == code, proc.stderr[-3000:]
@@ -108,28 +122,32 @@ def test_inspect_in_a_new_process_after_one_batch_and_after_several(broker, spar
     first = run_store(settings, STORE, once=True, topic=topic)
     assert first.batches == 1
 
-    seen = json.loads(inspect_in_new_process(settings).stdout)  # the JSON alone: Spark logs to stderr
+    running = start_inspect(settings)
+    shards = shard_rows(spark, settings)
+    seen = json.loads(inspected(running).stdout)  # the JSON alone: Spark logs to stderr
     exp = expected(ref.records, settings.max_value_bytes)
     assert seen["checkpoint"]["committed_batch"] == 0
     assert {int(p): o for p, o in seen["source"]["committed_offsets"].items()} == ends(ref.records)
-    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shard_rows(spark, settings)
+    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shards
     assert seen["changelog"]["live_keys"] == len(exp.state)
 
     # Several more micro-batches (a bounded read per trigger), then a new process again.
-    produce(settings, topic, generated(900, 50, seed=22, tombstones=0.05), ref)
+    produce(settings, topic, generated(700, 50, seed=22, tombstones=0.05), ref)
     more = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=200)
     assert more.batches >= 3
-    seen = json.loads(inspect_in_new_process(settings).stdout)  # the JSON alone: Spark logs to stderr
+    running = start_inspect(settings)
+    shards = shard_rows(spark, settings)
+    seen = json.loads(inspected(running).stdout)  # the JSON alone: Spark logs to stderr
     exp = expected(ref.records, settings.max_value_bytes)
     assert seen["checkpoint"]["committed_batch"] == seen["checkpoint"]["planned_batch"] >= 3
     assert {int(p): o for p, o in seen["source"]["committed_offsets"].items()} == ends(ref.records)
-    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shard_rows(spark, settings)
+    assert {s["shard"]: s["rows"] for s in seen["state_shards"]} == shards
     assert sum(s["rows"] for s in seen["state_shards"]) >= len(exp.state)
     assert seen["changelog"]["live_keys"] == len(exp.state)
 
     # A shard's state folder lost: one line says what is missing and what to do, exit status 2.
     shutil.rmtree(Path(settings.checkpoint_path(STORE), "stream", "state", "0", "1"))
-    proc = inspect_in_new_process(settings, code=2)
+    proc = inspected(start_inspect(settings), code=2)
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.stdout == "" and last.startswith("error: store 'player_stats'") and "shard(s) [1]" in last, last
     assert f"deltastate restore {STORE}" in last

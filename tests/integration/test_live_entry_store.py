@@ -107,15 +107,20 @@ def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(s
     checkpoint = Path(settings.checkpoint_path(store))
     start = 1_700_000_000_000
 
-    def produce_and_run(n: int, part_seed: int) -> int:
+    def produce_and_run(n: int, part_seed: int, limit: int, batches: int | None = None) -> int:
+        """Produces n records and runs the store over them; `limit` (records per micro-batch) a little
+        over n / k gives k batches (Kafka's rate limit floors each partition's share, even when the
+        records fit in one batch: one batch needs a limit above n)."""
         nonlocal start
         records = workload(store, n, part_seed, start)
         start = max(json.loads(v)["ts"] for _, v in records if v) + 1
         assert produce_records(broker, topic, records).delivered == len(records)
         ref.append(records)
-        return run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=300).records_in
+        result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=limit)
+        assert batches is None or result.batches == batches
+        return result.records_in
 
-    assert produce_and_run(900, seed) == 900  # several batches: seeded at batch 0, then read
+    assert produce_and_run(900, seed, 460, 2) == 900  # two batches: seeded at batch 0, then read
     assert json.loads((checkpoint / MARKER).read_text())["seeded_batch"] == 0
 
     commits = checkpoint / QUERY / "commits"
@@ -123,8 +128,9 @@ def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(s
     for name in (str(last), f".{last}.crc"):
         (commits / name).unlink()
     assert _drop_newest_version(checkpoint / FOLDER) == last + 1  # seeded at batch 0: batch N commits N + 1
-    # The replayed batch's records are read again; the audit of its first attempt stays the one kept.
-    assert produce_and_run(600, seed + 1) >= 600
+    # The replayed batch's records are read again (the replay, then one batch of the new records);
+    # the audit of its first attempt stays the one kept.
+    assert produce_and_run(600, seed + 1, 700) >= 600
     dupes = (spark.read.format("delta").load(settings.table_path(store, "changelog"))
              .groupBy("epoch", "batch_id", "key", "window_start", "window_end").count().where("count > 1").count())
     assert dupes == 0
@@ -134,8 +140,8 @@ def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(s
     shutil.rmtree(checkpoint / FOLDER)
     if store == "trade_stats":
         (checkpoint / MARKER).unlink()
-    assert produce_and_run(600, seed + 2) == 600
+    assert produce_and_run(600, seed + 2, 310, 2) == 600  # two batches: seeded, then read
     assert json.loads((checkpoint / MARKER).read_text())["seeded_batch"] > 0
-    assert produce_and_run(400, seed + 3) == 400
+    assert produce_and_run(400, seed + 3, 500, 1) == 400  # a new run reads the seeded entries
     publish_snapshot(spark, settings, [load_store(settings, store)])
     assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)

@@ -3,7 +3,8 @@ packages, started here on free ports with a generated config that scrapes every 
 
 A continuous player_stats run (its own process, scraped) reads a load produced at a known rate with
 some invalid records in it; then the short-lived jobs (compaction, cleanup, publish, restore, a migration's start and status, in one
-Spark process) push; then the query service (scraped) answers a few reads. Every panel's PromQL in
+Spark process, started while the run is checked and stopped) push, while the query service (scraped) starts; it then
+answers a few reads. Every panel's PromQL in
 docker/grafana/dashboards/deltastate.json, with the store variable filled in, returns at least one
 series over the test's time range, and the figures agree with what the test produced: the records/s
 within 20% of the produced rate, the lag at 0 after catch-up, the dead letters equal to the invalid
@@ -21,6 +22,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ from deltastate.ingest.producer import ensure_topic, produce_records
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 DASHBOARD = PROJECT_ROOT / "docker" / "grafana" / "dashboards" / "deltastate.json"
-RATE, SECONDS, PLAYERS = 100, 25, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
+RATE, SECONDS, PLAYERS = 100, 40, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
 INVALID_EVERY = 50  # one record in 50 is not JSON: a dead letter
 
 
@@ -149,25 +151,32 @@ def _cli(*args: str) -> list[str]:
 
 
 def _produce_steady(settings: Settings, topic: str) -> tuple[int, int, float, float]:
-    """RATE records/s for SECONDS, in tenth-of-a-second slices; returns (records, invalid, start, end)."""
-    sent = invalid = 0
-    start = time.time()
-    for tick in range(SECONDS * 10):
-        records = []
-        for _ in range(RATE // 10):
-            if (sent + 1) % INVALID_EVERY == 0:
-                records.append((f"player-{sent % PLAYERS:04d}".encode(), b'{"player_id": "broken'))
-                invalid += 1
-            else:
+    """RATE records/s for SECONDS, in tenth-of-a-second slices through one producer (librdkafka
+    sends each slice within its linger time); returns (records, invalid, start, end)."""
+    counts = {"sent": 0, "invalid": 0}
+
+    def paced():
+        for tick in range(SECONDS * 10):
+            for _ in range(RATE // 10):
+                sent = counts["sent"]
                 player = f"player-{sent % PLAYERS:04d}"
-                records.append((player.encode(), event(player, sent % 97, 1_700_000_000_000 + sent)))
-            sent += 1
-        produce_records(settings.kafka_bootstrap, topic, records)
-        time.sleep(max(0.0, start + (tick + 1) / 10 - time.time()))
-    return sent, invalid, start, time.time()
+                if (sent + 1) % INVALID_EVERY == 0:
+                    counts["invalid"] += 1
+                    yield player.encode(), b'{"player_id": "broken'
+                else:
+                    yield player.encode(), event(player, sent % 97, 1_700_000_000_000 + sent)
+                counts["sent"] += 1
+            time.sleep(max(0.0, start + (tick + 1) / 10 - time.time()))
+
+    start = time.time()
+    result = produce_records(settings.kafka_bootstrap, topic, paced())
+    assert result.delivered == counts["sent"], result
+    return counts["sent"], counts["invalid"], start, time.time()
 
 
 MAINTENANCE = """
+import sys
+
 from deltastate.config import load_settings
 from deltastate.infra.spark import get_spark
 from deltastate.maintenance.cleanup import cleanup_store
@@ -179,6 +188,8 @@ from deltastate.stores import load_store
 
 settings = load_settings()
 spark = get_spark(settings, "metrics-test-jobs")
+# The test starts this process while the continuous run finishes and says go once it has stopped.
+assert sys.stdin.readline().strip() == "go"
 compact_store(settings, "player_stats", spark=spark)
 cleanup_store(settings, "player_stats", spark=spark)
 publish_snapshot(spark, settings, [load_store(settings, "player_stats")])
@@ -187,6 +198,12 @@ print("restored", restore_store(settings, "player_stats", spark=spark).records_r
 print("migrating", steps.start(spark, settings, "player_stats", 2).phase)
 print("lag", steps.status(spark, settings, "player_stats").details["lag"])
 """
+
+
+def _started(stack: ExitStack, proc: subprocess.Popen) -> subprocess.Popen:
+    """proc, stopped when the stack closes if it is still running."""
+    stack.callback(_stop, proc)
+    return proc
 
 
 def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: str, stack: dict,
@@ -199,72 +216,88 @@ def test_dashboard_panels_against_prometheus(broker: str, make_settings, topic: 
     warm = [(f"player-{i:04d}".encode(), event(f"player-{i:04d}", 1, 1_700_000_000_000)) for i in range(PLAYERS)]
     produce_records(broker, topic, warm)
     log = settings.home / "run.log"
-    with open(log, "w") as out:
-        run = subprocess.Popen(_cli("run", STORE, "--continuous", "--trigger", "1s", "--topic", topic, "--quiet"),
-                               env=_env(settings, stack, DELTASTATE_METRICS_PORT=str(stack["run"])),
-                               stdout=out, stderr=subprocess.STDOUT, text=True)
-    try:
-        _wait_http(f"http://127.0.0.1:{stack['run']}/metrics", 120, run)
-        assert f"metrics on port {stack['run']} (/metrics)" in log.read_text()
-        store = f'{{store="{STORE}",job="deltastate_run"}}'
+    jobs_out, jobs_err = settings.home / "jobs.out", settings.home / "jobs.err"
+    with ExitStack() as children:
+        with open(log, "w") as out:
+            run = subprocess.Popen(_cli("run", STORE, "--continuous", "--trigger", "1s", "--topic", topic, "--quiet"),
+                                   env=_env(settings, stack, DELTASTATE_METRICS_PORT=str(stack["run"])),
+                                   stdout=out, stderr=subprocess.STDOUT, text=True)
         try:
-            prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= PLAYERS, 900, "warm-up")
-        except BaseException:
-            print(log.read_text()[-5000:], _get(f"http://127.0.0.1:{stack['run']}/metrics").decode()[-5000:])
-            raise
+            _wait_http(f"http://127.0.0.1:{stack['run']}/metrics", 120, run)
+            assert f"metrics on port {stack['run']} (/metrics)" in log.read_text()
+            store = f'{{store="{STORE}",job="deltastate_run"}}'
+            try:
+                prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= PLAYERS, 900, "warm-up")
+            except BaseException:
+                print(log.read_text()[-5000:], _get(f"http://127.0.0.1:{stack['run']}/metrics").decode()[-5000:])
+                raise
 
-        sent, invalid, start, end = _produce_steady(settings, topic)
-        produced_rate = sent / (end - start)
-        total = PLAYERS + sent
-        prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= total, 240, "catch-up")
-        behind = time.time() - end  # how far the store's commits trail production
-        # The lag falls to 0 on every partition once the run has read everything.
-        prom.wait_for(f"count(deltastate_consumer_lag_records{store} == 0)", lambda v: v == 4, 60, "lag")
-        assert prom.value(f"max(deltastate_consumer_lag_records{store})") == 0
-        # Throughput while the load ran, as the store committed it (trailing production by `behind`);
-        # the window leaves out the first seconds, which may still hold warm-up records.
-        window = int(end - start - 10)
-        measured = prom.value(f"sum(rate(deltastate_records_in_total{store}[{window}s]))", at=end + behind)
-        print(f"produced {produced_rate:.1f} records/s, Prometheus rate {measured}, commits trail by {behind:.1f} s")
-        assert measured is not None and abs(measured - produced_rate) <= 0.2 * produced_rate, (measured, produced_rate)
-        # Every invalid record is a dead letter, under its reason; none is late in a key-value store.
-        assert prom.value(f"sum(deltastate_records_dead_lettered_total{store})") == invalid
-        assert prom.value(f"sum(deltastate_records_in_total{store})") == total
-        assert prom.value(f"sum(deltastate_records_applied_total{store})") == total - invalid
-        assert prom.value(f"sum(deltastate_records_late_total{store})") == 0
-        time.sleep(3)  # a few more scrapes of the caught-up run
-    finally:
-        _stop(run)
-    assert run.returncode == 0, log.read_text()[-5000:]
+            sent, invalid, start, end = _produce_steady(settings, topic)
+            produced_rate = sent / (end - start)
+            total = PLAYERS + sent
+            prom.wait_for(f"sum(deltastate_records_in_total{store})", lambda v: v >= total, 240, "catch-up")
+            behind = time.time() - end  # how far the store's commits trail production
+            # The short-lived jobs' process (its own Spark driver) starts while the caught-up run is
+            # checked and stopped; it waits for the word to begin (the jobs need the run stopped).
+            with open(jobs_out, "w") as jout, open(jobs_err, "w") as jerr:
+                jobs = _started(children, subprocess.Popen(
+                    [sys.executable, "-c", MAINTENANCE], env=_env(settings, stack), stdin=subprocess.PIPE,
+                    stdout=jout, stderr=jerr, text=True))
+            # The lag falls to 0 on every partition once the run has read everything.
+            prom.wait_for(f"count(deltastate_consumer_lag_records{store} == 0)", lambda v: v == 4, 60, "lag")
+            assert prom.value(f"max(deltastate_consumer_lag_records{store})") == 0
+            # Throughput while the load ran, as the store committed it (trailing production by `behind`);
+            # the window leaves out the first seconds, which may still hold warm-up records.
+            window = int(end - start - 10)
+            measured = prom.value(f"sum(rate(deltastate_records_in_total{store}[{window}s]))", at=end + behind)
+            print(f"produced {produced_rate:.1f} records/s, Prometheus rate {measured}, commits trail by {behind:.1f} s")
+            assert measured is not None and abs(measured - produced_rate) <= 0.2 * produced_rate, (measured, produced_rate)
+            # Every invalid record is a dead letter, under its reason; none is late in a key-value store.
+            assert prom.value(f"sum(deltastate_records_dead_lettered_total{store})") == invalid
+            assert prom.value(f"sum(deltastate_records_in_total{store})") == total
+            assert prom.value(f"sum(deltastate_records_applied_total{store})") == total - invalid
+            assert prom.value(f"sum(deltastate_records_late_total{store})") == 0
+            time.sleep(3)  # a few more scrapes of the caught-up run
+        finally:
+            _stop(run)
+        assert run.returncode == 0, log.read_text()[-5000:]
 
-    # The short-lived jobs push; restore's last push says nothing remains and every key came back.
-    jobs = subprocess.run([sys.executable, "-c", MAINTENANCE], env=_env(settings, stack),
-                          capture_output=True, text=True, timeout=1500)
-    assert jobs.returncode == 0, jobs.stdout + jobs.stderr
-    assert f"restored {PLAYERS}" in jobs.stdout, jobs.stdout
-    pushed = f'{{store="{STORE}",job="deltastate_restore"}}'
-    prom.wait_for(f"max(deltastate_restore_restored_records{pushed})", lambda v: v == PLAYERS, 30, "restore pushed")
-    assert prom.value(f"max(deltastate_restore_remaining_records{pushed})") == 0
-    # The migration's steps push their phase, and status the new version's lag (caught up: 0).
-    assert "migrating building" in jobs.stdout and "lag 0" in jobs.stdout, jobs.stdout
-    migrating = f'{{store="{STORE}",job="deltastate_migrate"}}'
-    prom.wait_for(f'max(deltastate_migration_phase{{store="{STORE}",phase="building"}})', lambda v: v == 1, 30,
-                  "migration phase pushed")
-    assert prom.value(f"max(deltastate_migration_lag_records{migrating})") == 0
+        # The short-lived jobs push; meanwhile the query service starts, on its own port, scraped.
+        # It answers /health once the jobs have published a snapshot.
+        try:
+            jobs.stdin.write("go\n")
+            jobs.stdin.close()
+        except BrokenPipeError:
+            pass  # it has exited already: its return code and output below say why
+        serve = _started(children, subprocess.Popen(
+            _cli("serve", "--port", str(stack["serve"]), "--log-level", "warning"), env=_env(settings, stack),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        jobs.wait(timeout=1500)
+        jobs_stdout = jobs_out.read_text()
+        assert jobs.returncode == 0, jobs_stdout + jobs_err.read_text()
+        # Restore's last push says nothing remains and every key came back.
+        assert f"restored {PLAYERS}" in jobs_stdout, jobs_stdout
+        pushed = f'{{store="{STORE}",job="deltastate_restore"}}'
+        prom.wait_for(f"max(deltastate_restore_restored_records{pushed})", lambda v: v == PLAYERS, 30,
+                      "restore pushed")
+        assert prom.value(f"max(deltastate_restore_remaining_records{pushed})") == 0
+        # The migration's steps push their phase, and status the new version's lag (caught up: 0).
+        assert "migrating building" in jobs_stdout and "lag 0" in jobs_stdout, jobs_stdout
+        migrating = f'{{store="{STORE}",job="deltastate_migrate"}}'
+        prom.wait_for(f'max(deltastate_migration_phase{{store="{STORE}",phase="building"}})', lambda v: v == 1, 30,
+                      "migration phase pushed")
+        prom.wait_for(f"max(deltastate_migration_lag_records{migrating})", lambda v: v == 0, 30, "migration lag pushed")
 
-    # The query service, scraped on its own port: a hit, a miss (404 counts as an error answer).
-    serve = subprocess.Popen(_cli("serve", "--port", str(stack["serve"]), "--log-level", "warning"),
-                             env=_env(settings, stack), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+        # The query service: a hit, a miss (404 counts as an error answer), both scraped.
         base = f"http://127.0.0.1:{stack['serve']}"
         _wait_http(f"{base}/health", 120, serve)
         _get(f"{base}/stores/{STORE}/keys/player-0001")
         with pytest.raises(urllib.error.HTTPError):
             _get(f"{base}/stores/{STORE}/keys/nobody")
-        prom.wait_for('sum(deltastate_requests_total{job="deltastate_serve"})', lambda v: v >= 3, 30, "service")
+        keys = 'job="deltastate_serve",endpoint="/stores/{store}/keys/{key}"'
+        prom.wait_for(f'sum(deltastate_requests_total{{{keys},status="200"}})', lambda v: v >= 1, 30, "service hit")
+        prom.wait_for(f'sum(deltastate_errors_total{{{keys},status="404"}})', lambda v: v >= 1, 30, "service miss")
         time.sleep(2)
-    finally:
-        _stop(serve)
 
     # Every panel of the dashboard has data over the test's time range.
     panels = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["type"] != "row"]

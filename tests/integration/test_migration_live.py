@@ -29,12 +29,16 @@ from deltastate.stores import load_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 READERS = 8
+READ_PAUSE_S = 0.05  # between one reader's requests: eight readers stay concurrent without taking
+# the test process's GIL (where the v2 build and the cutover drive Spark) and the cores from the runs
 SHAPES = {1: set(VALUE_FIELDS), 2: set(V2_FIELDS)}
 
 
 @pytest.fixture
 def mig_settings(make_settings, tmp_path, topic):
-    return migration_settings(make_settings(), tmp_path / "schemas", topic)
+    # The v1 run copies its audits to the intake table every second: the test sees it caught up
+    # a second after its batch commits.
+    return migration_settings(make_settings(audit_flush_seconds=1.0), tmp_path / "schemas", topic)
 
 
 def cli(settings, log: Path, *args: str) -> subprocess.Popen:
@@ -52,19 +56,23 @@ def wait_for(done, proc: subprocess.Popen, log: Path, timeout: float = 180) -> N
         except Exception:  # noqa: BLE001  (the table may not exist yet)
             pass
         assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-        time.sleep(1)
+        time.sleep(0.25)
     raise AssertionError(f"not done within {timeout}s: {log.read_text(errors='replace')[-3000:]}")
 
 
 def test_migration_while_a_continuous_run_ingests_and_readers_query(broker, spark, mig_settings, topic, tmp_path):
     settings = mig_settings
+    began = time.monotonic()
+
+    def phase(what: str) -> None:
+        print(f"[{time.monotonic() - began:6.1f}s] {what}", flush=True)
+
     ref = new_topic(settings, broker, topic)
     produce(settings, topic, generated(400, 40, seed=61, tombstones=0.03), ref)
     keys = sorted({r.key.decode() for r in ref.records if r.key})
-    # The v1 stream runs in its own process (the checkpoint's writer), from the first record on.
+    # The v1 stream runs in its own process (the checkpoint's writer), from the first record on. The
+    # server starts beside it: it answers health 503 until the first snapshot is published.
     live = cli(settings, tmp_path / "run-v1.log", "run", STORE, "--continuous", "--trigger", "1s", "--quiet")
-    wait_for(lambda: intake_totals(spark, settings)["records_in"] == len(ref.records), live, tmp_path / "run-v1.log")
-    publish_snapshot(spark, settings, [load_store(settings, STORE)])
     port = free_port()
     server = cli(settings, tmp_path / "serve.log", "serve", "--port", str(port), "--log-level", "warning")
     base = f"http://127.0.0.1:{port}"
@@ -90,25 +98,43 @@ def test_migration_while_a_continuous_run_ingests_and_readers_query(broker, spar
                     body = answer.json()
                     value_fields = frozenset(body["value"]) & (SHAPES[1] | SHAPES[2])
                     answers.append((200, body["meta"]["schema_version"], value_fields))
+                stop.wait(READ_PAUSE_S)
 
     def feed() -> None:
         for i in range(25):
             produce(settings, topic, generated(20, 40, seed=700 + i, tombstones=0.03), ref)
             time.sleep(0.4)
 
+    readers: list[threading.Thread] = []
     try:
+        wait_for(lambda: intake_totals(spark, settings)["records_in"] == len(ref.records), live,
+                 tmp_path / "run-v1.log")
+        phase("v1 caught up")
+        publish_snapshot(spark, settings, [load_store(settings, STORE)])
+        phase("published")
         wait_healthy(server, f"{base}/health", timeout=120)
+        phase("healthy")
         readers = [threading.Thread(target=read, args=(i,)) for i in range(READERS)]
         producer = threading.Thread(target=feed)
         for t in [*readers, producer]:
             t.start()
         steps.start(spark, settings, STORE, 2)  # beside the running v1 stream
+        phase("v2 started")
         publish_snapshot(spark, settings, [load_store(settings, STORE)])
+        phase("v2 published")
         producer.join()
+        phase("producer done")
         assert live.poll() is None, (tmp_path / "run-v1.log").read_text()[-3000:]
         steps.cutover(spark, settings, STORE, wait_s=120)
+        phase("cutover")
         assert live.wait(timeout=60) == 0
-        time.sleep(3)  # readers go on against the v2 snapshot
+        phase("v1 exited")
+        # Readers go on against the v2 snapshot, for a few answers per reader.
+        after_cutover = len(answers)
+        deadline = time.monotonic() + 60
+        while (sum(1 for _, version, _ in answers[after_cutover:] if version == 2) < 3 * READERS
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
     finally:
         stop.set()
         for proc in (server, live):
@@ -117,10 +143,12 @@ def test_migration_while_a_continuous_run_ingests_and_readers_query(broker, spar
                 proc.wait(timeout=60)
     for t in readers:
         t.join(timeout=60)
+    phase("stopped")
 
     assert "being cut over" in (tmp_path / "run-v1.log").read_text(errors="replace")
     assert failures == []
     served = [(version, fields) for status, version, fields in answers if status == 200]
     assert {version for version, _ in served} == {1, 2}, "reads must span the cutover"
     assert all(fields == SHAPES[version] for version, fields in served)
+    phase(f"{len(answers)} answers")
     assert approx_v2(snapshot_rows(settings, V2_FIELDS)) == approx_v2(expected_v2(ref.records, settings.max_value_bytes))
