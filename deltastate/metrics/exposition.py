@@ -33,17 +33,27 @@ def serve(settings: Settings, host: str = "0.0.0.0") -> int:
 
 
 class _Families(Collector):
-    """The job's own families and the process figures: what one (job, store) group holds."""
+    """The job's own families and the process figures: what one (job, store) group holds.
 
-    def __init__(self, kind: str) -> None:
+    A process that ran jobs for several stores holds samples of each; a push for one store carries
+    that store's samples only, since the gateway would relabel the others with the group's store."""
+
+    def __init__(self, kind: str, store: str | None = None) -> None:
         self.kind = kind
+        self.store = store
+
+    def _belongs(self, labels: dict[str, str]) -> bool:
+        return self.store is None or labels.get("store", self.store) == self.store
 
     def collect(self):
         for metric in PUSHED[self.kind]:
-            yield from metric.collect()
+            for family in metric.collect():
+                family.samples = [s for s in family.samples if self._belongs(s.labels)]
+                yield family
         for metric in (JOB_SECONDS, JOB_DONE):  # this kind's samples only
             for family in metric.collect():
-                family.samples = [s for s in family.samples if s.labels.get("kind", "").startswith(self.kind)]
+                family.samples = [s for s in family.samples
+                                  if s.labels.get("kind", "").startswith(self.kind) and self._belongs(s.labels)]
                 yield family
         yield from PROCESS.collect()
 
@@ -55,7 +65,7 @@ def push(settings: Settings, job: str, store: str | None) -> bool:
     if not settings.pushgateway:
         return False
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(_Families(job))
+    registry.register(_Families(job, store))
     try:
         push_to_gateway(settings.pushgateway, job=f"deltastate_{job}", grouping_key={} if store is None else {"store": store},
                         registry=registry, timeout=10)

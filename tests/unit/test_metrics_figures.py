@@ -90,3 +90,21 @@ def test_metrics_settings() -> None:
     settings = load_settings({"DELTASTATE_METRICS_PORT": "9464", "DELTASTATE_PUSHGATEWAY": " gw:9091 "})
     assert (settings.metrics_port, settings.pushgateway) == (9464, "gw:9091")
     assert load_settings({}).pushgateway is None and load_settings({}).metrics_port == 0
+
+
+def test_a_push_for_one_store_carries_that_store_samples_only() -> None:
+    """A process that restored two stores pushes each store's group with its own samples: the
+    gateway would give every sample of a group the group's store label."""
+    from deltastate.metrics.exposition import _Families
+    from deltastate.metrics.names import JOB_SECONDS, RESTORE_RESTORED
+
+    for store, restored in (("push_a", 10), ("push_b", 20)):
+        RESTORE_RESTORED.labels(store).set(restored)
+        JOB_SECONDS.labels("restore", store).set(restored / 10)
+    samples = [(f.name, s.labels.get("store"), s.value) for f in _Families("restore", "push_a").collect()
+               for s in f.samples if s.labels.get("store", "").startswith("push_")]
+    assert sorted(samples) == [("deltastate_job_duration_seconds", "push_a", 1.0),
+                               ("deltastate_restore_restored_records", "push_a", 10.0)]
+    every = {s.labels["store"] for f in _Families("restore").collect() for s in f.samples
+             if s.labels.get("store", "").startswith("push_")}
+    assert every == {"push_a", "push_b"}  # a job of every store (publish) keeps every store's samples
