@@ -37,7 +37,11 @@ from deltastate.ingest.producer import ensure_topic, produce_records
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3000)]
 
 DASHBOARD = PROJECT_ROOT / "docker" / "grafana" / "dashboards" / "deltastate.json"
-RATE, SECONDS, PLAYERS = 100, 40, 300  # the steady load: records/s for SECONDS, over PLAYERS keys
+# The steady load: records/s for SECONDS, over PLAYERS keys. A rate a continuous run on a loaded
+# 2-core machine keeps up with: a store that falls behind reads faster than the load while it
+# catches up, and Prometheus's rate then measures the catch-up, not the load. The window (SECONDS
+# less 10) spans many micro-batches, so the counter's steps at their commits average out.
+RATE, SECONDS, PLAYERS = 20, 60, 300
 INVALID_EVERY = 50  # one record in 50 is not JSON: a dead letter
 
 
