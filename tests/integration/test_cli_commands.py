@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 import yaml
-from support.cli_runs import DELTASTATE, World, clean, cli, json_rows, keyed, record, refused, table, values
+from support.cli_processes import cli_each, concurrently, finished, in_background, run_here, stop
+from support.cli_runs import World, cli, json_rows, keyed, record, refused, table, values
 from support.local_infra import make_home
 from support.reference import VALUE_FIELDS, ReferenceTopic, expected, rank_of, ranking, top
 from support.reference_windowed import SPECS
@@ -42,9 +38,6 @@ from support.windowed import workload
 
 from deltastate.bench.soak import child_env
 from deltastate.config import Settings
-from deltastate.engine import run_store
-from deltastate.engine.common.report import RunResult
-from deltastate.engine.common.writer_lock import release_checkpoint
 from deltastate.ingest.generators import encode, leaderboard_events
 from deltastate.ingest.partitioner import partition_for
 from deltastate.ingest.producer import ensure_topic, produce_records
@@ -68,59 +61,6 @@ EXTRA: list[tuple[bytes, bytes | None]] = [
     (b"gone", None),
     (b"broken", b'{"player_id": "broken",'),
 ]
-
-
-T = TypeVar("T")
-
-
-# -- running commands side by side -------------------------------------------------------------------
-def concurrently(*calls: Callable[[], T]) -> list[T]:
-    """Runs independent calls (each starts its own `deltastate` process) side by side; the results
-    in the order given, the first failure raised."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = [pool.submit(call) for call in calls]
-        return [future.result() for future in futures]
-
-
-def cli_each(world: World, commands: dict[str, tuple[str, ...]]) -> dict[str, subprocess.CompletedProcess]:
-    """`cli` for each named command line, side by side: name -> the finished process."""
-    done = concurrently(*(partial(cli, world, *args) for args in commands.values()))
-    return dict(zip(commands, done, strict=True))
-
-
-def in_background(world: World, *args: str) -> subprocess.Popen:
-    """`deltastate ARGS` started in its own process group (the CLI and its Spark JVM), not waited for."""
-    return subprocess.Popen([DELTASTATE, *args], env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Ends a process started by in_background, its JVM with it."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.communicate()
-
-
-def finished(proc: subprocess.Popen, timeout: float = 900) -> subprocess.CompletedProcess:
-    """What `cli` checks, for a process started by in_background: no traceback, exit status 0."""
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except BaseException:
-        stop(proc)
-        raise
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    clean(done)
-    assert done.returncode == 0, (proc.args, done.returncode, stdout[-2000:], stderr[-3000:])
-    return done
-
-
-def run_here(settings: Settings, store: str, **options) -> RunResult:
-    """One --once run in this process's Spark session; the writer lock is given back afterwards, so
-    the store's later runs as commands can take it."""
-    try:
-        return run_store(settings, store, once=True, **options)
-    finally:
-        release_checkpoint(settings, store)
 
 
 # -- the module's stores ---------------------------------------------------------------------------
