@@ -61,6 +61,12 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # The in-memory buffer is not tracked by Spark's memory manager, and compaction's
         # per-segment window reads full changelog rows, so the bound stays at 128k rows per task.
         "spark.sql.windowExec.buffer.in.memory.threshold": "131072",
+        # Compiled code is cached by its source; a window or session store's batch, with the Delta
+        # reads and commit around it, generates more than the default 100 classes, so with the
+        # default every batch evicted its own classes and compiled them all again (about 130 Janino
+        # compiles, 1.5-2 s of a driver core, per batch). A process that runs several stores needs
+        # room for each one's.
+        "spark.sql.codegen.cache.maxEntries": "1000",
     }
     conf.update(settings.extra_spark_conf)
     return conf

@@ -6,7 +6,7 @@ session's broker. Shared by two tests:
   DAGs, and triggers the restore DAG through its params form; screenshots go to the test's folder;
 * every DAG docs/airflow.md offers is triggered through the REST API as the UI does and run by the
   scheduler to success: the store's run, then publish, then its compact and cleanup DAGs, a confirmed
-  restore and a migration plan side by side; their tasks spark-submit (the Spark provider) to
+  restore and a migration plan, one after another; their tasks spark-submit (the Spark provider) to
   local[*]. The published snapshot, the restore's and the plan's figures are compared with the
   independent reference and with the changelog's live rows counted here, and the plugin's store
   page reports the snapshot.
@@ -67,23 +67,14 @@ class LiveAirflow:
 
     def trigger(self, dag_id: str, conf: dict, timeout: float = 1200) -> str:
         """Unpause, trigger, wait for success, pause again; returns the run id."""
-        [run_id] = self.trigger_together([(dag_id, conf)], timeout=timeout)
+        assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
+        made = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
+        assert made.status_code == 200, made.text
+        run_id = made.json()["dag_run_id"]
+        run = self.wait_run(dag_id, run_id, timeout=timeout)
+        assert run["state"] == "success", (dag_id, self.task_states(dag_id, run_id), self.tail())
+        self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
         return run_id
-
-    def trigger_together(self, runs: list[tuple[str, dict]], timeout: float = 1200) -> list[str]:
-        """Unpause and trigger each (dag id, conf) before waiting for any, so the scheduler runs them
-        side by side; wait for every one to succeed, pause them again; returns the run ids in order."""
-        created = []
-        for dag_id, conf in runs:
-            assert self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False}).status_code == 200
-            made = self.api("POST", f"/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf})
-            assert made.status_code == 200, made.text
-            created.append((dag_id, made.json()["dag_run_id"]))
-        for dag_id, run_id in created:
-            run = self.wait_run(dag_id, run_id, timeout=timeout)
-            assert run["state"] == "success", (dag_id, self.task_states(dag_id, run_id), self.tail())
-            self.api("PATCH", f"/dags/{dag_id}", json={"is_paused": True})
-        return [run_id for _, run_id in created]
 
     def xcom(self, dag_id: str, run_id: str, task_id: str) -> dict:
         value = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/"
@@ -296,16 +287,16 @@ def test_every_dag_runs_to_success_through_the_rest_api(airflow, session_setting
     html = httpx.get(f"{airflow.base}/deltastate/stores", timeout=30).text
     assert f"<tr id='{STORE}'>" in html and "Data Docs" in html
 
-    # Compaction, cleanup, a confirmed restore and a migration plan run side by side: compaction
-    # rewrites the changelog without changing its live rows, and restore and the plan read it pinned
-    # to one version (vacuum keeps every file a pinned reader may still need).
+    # Compaction, then cleanup, a confirmed restore and a migration plan, one after another (each
+    # task starts its own Spark driver): compaction rewrites the changelog without changing its live
+    # rows, so the restore and the plan read the same rows from the compacted changelog.
     live = changelog_live_rows(spark, settings)
     assert len(live) == len(exp.state)
-    compact_run, cleanup_run, restore_run, plan_run = airflow.trigger_together([
-        (f"deltastate_compact_{STORE}", {"topic": topic}), (f"deltastate_cleanup_{STORE}", {"topic": topic}),
-        ("deltastate_restore", {"store": STORE, "confirm": True}),
-        # A migration plan (read-only: no confirm) of the store's next value schema version.
-        ("deltastate_migrate", {"store": STORE, "to_version": 2, "action": "plan"})])
+    compact_run = airflow.trigger(f"deltastate_compact_{STORE}", {"topic": topic})
+    cleanup_run = airflow.trigger(f"deltastate_cleanup_{STORE}", {"topic": topic})
+    restore_run = airflow.trigger("deltastate_restore", {"store": STORE, "confirm": True})
+    # A migration plan (read-only: no confirm) of the store's next value schema version.
+    plan_run = airflow.trigger("deltastate_migrate", {"store": STORE, "to_version": 2, "action": "plan"})
     compact = airflow.xcom(f"deltastate_compact_{STORE}", compact_run, "compact_store")
     assert compact["store"] == STORE and compact["before"]["records"] >= compact["after"]["records"] > 0, compact
     cleanup = airflow.xcom(f"deltastate_cleanup_{STORE}", cleanup_run, "cleanup_store")

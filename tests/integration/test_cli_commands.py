@@ -5,7 +5,8 @@ Building the stores' state for the reads is not what the commands' tests are abo
 stores' runs, the first snapshot and the backlog of several micro-batches run in this process's
 Spark session (the same functions the commands call), while `produce`, `run` (after one batch, and
 in several micro-batches after a restore) and `snapshot publish` (after several) run as commands.
-Commands that do not depend on each other's effects run side by side, each still a new process.
+Reads of a published snapshot (no Spark in them) run side by side, each still a new process; the
+commands that start a Spark driver run one after another.
 
 Each read answer is compared with a reference computed here from the produced records
 (tests/support/reference.py, reference_windowed.py), in both output formats. Every refusal is an
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.cli_processes import cli_each, concurrently, finished, in_background, run_here, stop
+from support.cli_processes import cli_each, concurrently, run_here
 from support.cli_runs import World, cli, json_rows, keyed, record, refused, table, values
 from support.local_infra import make_home
 from support.reference import VALUE_FIELDS, ReferenceTopic, expected, rank_of, ranking, top
@@ -100,7 +101,7 @@ def world(session_settings: Settings, broker: str, tmp_path_factory: pytest.Temp
 @pytest.fixture(scope="module")
 def one_batch(world: World, spark) -> World:
     """Every store after one run: produce, run --once, publish; the reads before the first publish.
-    `run player_stats` is the command; the windowed stores run in this process meanwhile."""
+    `run player_stats` is the command; the windowed stores run in this process after it."""
     produce_leaderboard(world, BATCH1)
     assert produce_records(world.settings.kafka_bootstrap, world.topics[STORE], EXTRA).delivered == len(EXTRA)
     world.leaderboard.append(EXTRA)
@@ -122,15 +123,10 @@ def one_batch(world: World, spark) -> World:
 
     exp = expected(world.leaderboard.records, world.settings.max_value_bytes)
     assert exp.dead_lettered == 1
-    running = in_background(world, "run", STORE)  # --once is the default
-    try:
-        for store in (TRADES, SESSIONS):
-            result = run_here(world.settings, store)
-            assert result.records_in == produced[store], result
-    except BaseException:
-        stop(running)
-        raise
-    ran = finished(running)
+    ran = cli(world, "run", STORE)  # --once is the default
+    for store in (TRADES, SESSIONS):
+        result = run_here(world.settings, store)
+        assert result.records_in == produced[store], result
     total = len(world.leaderboard)
     assert f"{STORE}: {total:,} records in = {total - 1:,} applied + 1 dead-lettered" in ran.stdout, ran.stdout
     # What `snapshot publish --json` prints (the command itself: after several batches, below).
@@ -361,13 +357,13 @@ def test_compact_cleanup_and_migrate_plan_keep_the_answers(several: World) -> No
     world = several
     compacted = json.loads(cli(world, "compact", STORE, "--json").stdout)
     assert compacted["store"] == STORE
-    # After the compaction, the commands that only read the compacted store, side by side.
-    _, planned, status, to_zero, to_three = concurrently(
-        partial(cli, world, "cleanup", STORE),
-        partial(cli, world, "migrate", "plan", STORE, "--to", "2", "--json"),
-        partial(refused, world, "migrate", "status", STORE, spark=True),
-        partial(refused, world, "migrate", "plan", STORE, "--to", "0"),
-        partial(refused, world, "migrate", "plan", STORE, "--to", "3"))
+    # After the compaction, the commands that only read the compacted store. Each starts its own
+    # Spark driver, so they run one after another: side by side they only compete for the cores.
+    cli(world, "cleanup", STORE)
+    planned = cli(world, "migrate", "plan", STORE, "--to", "2", "--json")
+    status = refused(world, "migrate", "status", STORE, spark=True)
+    to_zero = refused(world, "migrate", "plan", STORE, "--to", "0")
+    to_three = refused(world, "migrate", "plan", STORE, "--to", "3")
     assert json.loads(planned.stdout)["store"] == STORE
     # No migration was started: status says so in one line (after Spark's start-up warnings).
     assert "no migration was started" in status
