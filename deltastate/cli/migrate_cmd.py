@@ -91,9 +91,11 @@ def start(ctx: click.Context, store: str, to_version: int, as_json: bool) -> Non
 @reported
 def status(ctx: click.Context, store: str, as_json: bool) -> None:
     """Phase, offsets of both versions per partition and the new version's lag."""
+    from deltastate.migration.steps import started_migration
     from deltastate.migration.steps import status as status_step
 
     settings = settings_of(ctx)
+    started_migration(settings, store)  # no migration started: said before Spark starts
     report = status_step(_spark(settings, store), settings, store)
     if as_json:
         _emit(report.to_dict(), True)

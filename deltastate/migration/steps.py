@@ -66,7 +66,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _started(settings: Settings, name: str) -> tuple[VersionRecord, Migration]:
+def started_migration(settings: Settings, name: str) -> tuple[VersionRecord, Migration]:
     """The version record and its migration; refused when no migration was started."""
     record = read_record(settings, name)
     if record.migration is None:
@@ -154,7 +154,7 @@ def _offsets(spark: SparkSession, settings: Settings, store: StoreDefinition,
 @metrics.migration_step
 def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Phase, and per partition the next offset each version processes and the new version's lag."""
-    record, migration = _started(settings, name)
+    record, migration = started_migration(settings, name)
     old, new = _pair(settings, name, migration)
     old_at = _offsets(spark, settings, old, None)
     new_at = _offsets(spark, settings, new, migration.seed_offsets)
@@ -174,7 +174,7 @@ def status(spark: SparkSession, settings: Settings, name: str) -> StepReport:
 def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float = OLD_WRITER_WAIT_S,
             progress: BatchListener | None = None) -> StepReport:
     """Stops the old version's stream, lets the new one process the remainder, checks it, switches."""
-    record, migration = _started(settings, name)
+    record, migration = started_migration(settings, name)
     old, new = _pair(settings, name, migration)
     if migration.phase == CUT_OVER and record.current == new.value_version:
         _publish(spark, settings, name)  # a cutover repeated after a crash between the switch and the publish
@@ -204,7 +204,7 @@ def cutover(spark: SparkSession, settings: Settings, name: str, *, wait_s: float
 @metrics.migration_step
 def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
     """Makes the old version current again; its stream resumes from its own checkpoint."""
-    record, migration = _started(settings, name)
+    record, migration = started_migration(settings, name)
     old, new = _pair(settings, name, migration)
     if migration.phase != CUT_OVER or old.value_version in record.retired:
         raise MigrationError(f"store {name!r}: rollback switches back a cut-over migration whose old version "
@@ -218,7 +218,7 @@ def rollback(spark: SparkSession, settings: Settings, name: str) -> StepReport:
 @metrics.migration_step
 def retire(settings: Settings, name: str, *, hold_s: float | None = None) -> StepReport:
     """Deletes the old version's tables and checkpoint once the hold period since cutover has passed."""
-    record, migration = _started(settings, name)
+    record, migration = started_migration(settings, name)
     old, new = _pair(settings, name, migration)
     if migration.phase != CUT_OVER or migration.cutover_at is None:
         raise MigrationError(f"store {name!r}: only a cut-over migration's old version can be retired "
