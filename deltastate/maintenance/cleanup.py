@@ -49,8 +49,25 @@ def cleanup_store(settings: Settings, store_name: str, *, spark: SparkSession | 
                   now_ms: int | None = None, topic: str | None = None) -> CleanupReport:
     """Expires the store's old entries by tombstones; `topic` overrides the source topic (ttl only)."""
     store = load_store(settings, store_name)
-    return metrics.record_cleanup(settings, cleanup_definition(get_session(settings, spark), settings, store,
-                                                               now=now_ms, topic=topic))
+    report = _nothing_to_expire(settings, store)
+    if report is None:
+        report = cleanup_definition(get_session(settings, spark), settings, store, now=now_ms, topic=topic)
+    return metrics.record_cleanup(settings, report)
+
+
+def _nothing_to_expire(settings: Settings, store: StoreDefinition) -> CleanupReport | None:
+    """The report of a TTL store that declares no ttl, its version read from a local changelog's log
+    (a command does not start Spark to say there is nothing to do); None when the store may have
+    something to expire or its changelog is not local."""
+    from deltastate.changelog.deltalog import local_dir, newest_version
+
+    path = settings.table_path(store.storage, layout.CHANGELOG)
+    if backend_of(store).expiry != TTL or store.ttl_ms or local_dir(path) is None:
+        return None
+    started = time.monotonic()
+    version = newest_version(path)
+    return _done(CleanupReport(store.name, store.type, version), started,
+                 skipped="no ttl declared" if version is not None else "no changelog table yet")
 
 
 def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
