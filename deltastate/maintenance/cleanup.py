@@ -62,12 +62,17 @@ def _nothing_to_expire(settings: Settings, store: StoreDefinition) -> CleanupRep
     from deltastate.changelog.deltalog import local_dir, newest_version
 
     path = settings.table_path(store.storage, layout.CHANGELOG)
-    if backend_of(store).expiry != TTL or store.ttl_ms or local_dir(path) is None:
+    if not _declares_no_ttl(store) or local_dir(path) is None:
         return None
     started = time.monotonic()
     version = newest_version(path)
     return _done(CleanupReport(store.name, store.type, version), started,
                  skipped="no ttl declared" if version is not None else "no changelog table yet")
+
+
+def _declares_no_ttl(store: StoreDefinition) -> bool:
+    """A store whose entries expire by TTL but which declares none: cleanup has nothing to do."""
+    return backend_of(store).expiry == TTL and not store.ttl_ms
 
 
 def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefinition, *,
@@ -79,10 +84,10 @@ def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefi
     base = CleanupReport(store.name, store.type, version)
     if version is None:
         return _done(base, started, skipped="no changelog table yet")
+    if _declares_no_ttl(store):
+        return _done(base, started, skipped="no ttl declared")
     backend = backend_of(store)
     if backend.expiry == TTL:
-        if not store.ttl_ms:
-            return _done(base, started, skipped="no ttl declared")
         return _done(_expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
                                  topic or store.source.topic), started)
     written = retention.expire_windows(spark, settings, store, version, write_ms=clock_ms())
