@@ -20,6 +20,7 @@ flush at every run start keeps the gap far inside that.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -32,6 +33,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from deltastate.changelog.deltalog import commit_metadata, local_dir, newest_version, user_metadata_newest_first
 from deltastate.changelog.layout import (
     APPLIED,
     BATCH_ID,
@@ -130,8 +132,12 @@ def _flushed_through(spark: SparkSession, intake: str) -> int:
     """The changelog version the intake's newest flush copied through (-1: none found)."""
     from delta.tables import DeltaTable
 
-    for row in DeltaTable.forPath(spark, intake).history(_MARKER_SEARCH).select("userMetadata").collect():
-        text = row["userMetadata"]
+    if local_dir(intake) is not None:  # the local log's commit files, no Spark job
+        found = itertools.islice(user_metadata_newest_first(intake), _MARKER_SEARCH)
+    else:
+        found = (row["userMetadata"] for row in
+                 DeltaTable.forPath(spark, intake).history(_MARKER_SEARCH).select("userMetadata").collect())
+    for text in found:
         if text and FLUSH_KEY in text:
             try:
                 return int(json.loads(text)[FLUSH_KEY])
@@ -144,17 +150,22 @@ def pending_audits(spark: SparkSession, changelog: str, since: int) -> tuple[int
     """(newest changelog version, the audits of its commits after `since` with their commit times)."""
     from delta.tables import DeltaTable
 
-    newest = changelog_version(spark, changelog)
+    local = local_dir(changelog) is not None
+    newest = newest_version(changelog) if local else changelog_version(spark, changelog)
     if newest is None or newest <= since:
         return -1 if newest is None else newest, []
-    table = DeltaTable.forPath(spark, changelog)
-    # Commits landing meanwhile are newer than `newest`: the slack keeps since+1..newest in the window.
-    rows = table.history(newest - since + _RACE_SLACK).select("version", "timestamp", "userMetadata").collect()
+    if local:  # the local log's commit files, no Spark job
+        commits = commit_metadata(changelog, since + 1, newest)
+    else:
+        # Commits landing meanwhile are newer than `newest`: the slack keeps since+1..newest in the window.
+        rows = (DeltaTable.forPath(spark, changelog).history(newest - since + _RACE_SLACK)
+                .select("version", "timestamp", "userMetadata").collect())
+        commits = [(r["version"], r["timestamp"], r["userMetadata"]) for r in rows]
     found = []
-    for row in sorted(rows, key=lambda r: r["version"]):
-        audit = BatchAudit.from_metadata(row["userMetadata"])
-        if audit is not None and since < row["version"] <= newest:
-            found.append((audit, row["timestamp"]))
+    for version, at, metadata in sorted(commits, key=lambda c: c[0]):
+        audit = BatchAudit.from_metadata(metadata)
+        if audit is not None and since < version <= newest:
+            found.append((audit, at))
     return newest, found
 
 

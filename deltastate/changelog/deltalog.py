@@ -42,6 +42,32 @@ def local_dir(table_path: str) -> Path | None:
 
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
+# Classic checkpoints: one file, or parts numbered i of n.
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+# A v2 checkpoint (`<v>.checkpoint.<uuid>.parquet|json`) lists its files in sidecars.
+_V2_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-f-]{36}\.(?:parquet|json)$")
+
+
+def commit_versions(names: list[str]) -> list[int]:
+    """The versions of the JSON commit files among a log folder's names, in order."""
+    return sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
+
+
+def complete_checkpoints(log: Path, names: list[str]) -> dict[int, list[Path]]:
+    """version -> its classic checkpoint files, only for versions whose parts are all there."""
+    parts: dict[int, list[tuple[int, Path]]] = {}
+    expected: dict[int, int] = {}
+    for name in names:
+        if m := _CHECKPOINT.match(name):
+            version = int(m.group(1))
+            parts.setdefault(version, []).append((int(m.group(2) or 1), log / name))
+            expected[version] = int(m.group(3) or 1)
+    return {v: [p for _, p in sorted(ps)] for v, ps in parts.items() if len(ps) == expected[v]}
+
+
+def v2_checkpoints(names: list[str]) -> set[int]:
+    """Versions with a v2 checkpoint, which the plain-Python readers do not follow."""
+    return {int(m.group(1)) for n in names if (m := _V2_CHECKPOINT.match(n))}
 
 
 @dataclass(frozen=True)
@@ -58,10 +84,9 @@ class TailFile:
 
 def _versions(log: Path) -> list[int]:
     try:
-        names = os.listdir(log)
+        return commit_versions(os.listdir(log))
     except FileNotFoundError:
         return []
-    return sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
 
 
 def _actions(log: Path, version: int) -> list[dict]:
@@ -107,6 +132,26 @@ def appended_files(table_path: str, first: int, last: int) -> list[Path]:
         except FreshReadError:
             continue
         out.extend(root / unquote(a["add"]["path"]) for a in actions if "add" in a and a["add"].get("dataChange", True))
+    return out
+
+
+def commit_metadata(table_path: str, first: int, last: int) -> list[tuple[int, datetime, str | None]]:
+    """(version, commit time as aware UTC, userMetadata) of commits first..last of a local table, as
+    Delta's history() gives them; a commit file no longer in the log is passed over, as history()
+    passes it over."""
+    root = local_dir(table_path)
+    if root is None:
+        raise ValueError(f"{table_path} is not a local table")
+    log = root / "_delta_log"
+    out = []
+    for version in range(max(first, 0), last + 1):
+        try:
+            actions = _actions(log, version)
+            at = _commit_time(log, version).replace(tzinfo=UTC)
+        except (FreshReadError, FileNotFoundError):
+            continue
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        out.append((version, at, info.get("userMetadata")))
     return out
 
 
@@ -180,4 +225,5 @@ class DeltaLog:
         return sorted(live.values(), key=lambda f: (f.version, str(f.path)))
 
 
-__all__ = ["Commit", "DeltaLog", "TailFile", "appended_files", "local_dir", "newest_version"]
+__all__ = ["Commit", "DeltaLog", "TailFile", "appended_files", "commit_metadata", "commit_versions", "complete_checkpoints",
+           "local_dir", "newest_version", "v2_checkpoints"]

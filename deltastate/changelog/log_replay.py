@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
+from deltastate.changelog.deltalog import commit_versions, complete_checkpoints
 from deltastate.errors import DeltastateError
-
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-# Classic checkpoints: one file, or parts numbered i of n.
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
 
 class LogReplayError(DeltastateError):
@@ -61,18 +57,6 @@ def _live_file(root: Path, add: dict) -> LiveFile:
                     stats.get("maxValues") or {})
 
 
-def _checkpoints(log: Path, names: list[str]) -> dict[int, list[Path]]:
-    """version -> its checkpoint files, only for versions whose parts are all there."""
-    parts: dict[int, list[tuple[int, Path]]] = {}
-    expected: dict[int, int] = {}
-    for name in names:
-        if m := _CHECKPOINT.match(name):
-            version = int(m.group(1))
-            parts.setdefault(version, []).append((int(m.group(2) or 1), log / name))
-            expected[version] = int(m.group(3) or 1)
-    return {v: [p for _, p in sorted(ps)] for v, ps in parts.items() if len(ps) == expected[v]}
-
-
 class TableLog:
     """Replays of local Delta tables, kept per table and extended as commits land (thread-safe)."""
 
@@ -93,7 +77,7 @@ class TableLog:
             if replay is None or replay.start_ms > since_ms:
                 replay = self._begin(root, log, names, since_ms)
                 self._replays[root] = replay
-            versions = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
+            versions = commit_versions(names)
             for version in (v for v in versions if v > replay.version):
                 if version != replay.version + 1:
                     raise LogReplayError(f"{root}: Delta commit {replay.version + 1} is missing from its log")
@@ -102,8 +86,8 @@ class TableLog:
 
     @staticmethod
     def _begin(root: Path, log: Path, names: list[str], since_ms: int) -> _Replay:
-        commits = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
-        checkpoints = _checkpoints(log, names)
+        commits = commit_versions(names)
+        checkpoints = complete_checkpoints(log, names)
         # A checkpoint is a start only when every commit after it is still in the log.
         kept, first_kept = set(commits), commits[-1] if commits else 0
         while first_kept - 1 in kept:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from deltastate.changelog.deltalog import local_dir, newest_version
 from deltastate.changelog.layout import (
     CHANGELOG,
     DEADLETTER,
@@ -19,6 +20,7 @@ from deltastate.changelog.layout import (
     SEGMENT,
     changelog_columns,
 )
+from deltastate.changelog.log_state import read_log_state
 from deltastate.config import Settings
 from deltastate.errors import StoreDefinitionError
 from deltastate.stores import compat
@@ -27,6 +29,8 @@ from deltastate.stores.definition import StoreDefinition
 
 def _create(spark: SparkSession, path: str, columns, partition_by: str | None, comment: str,
             properties: dict[str, str] | None = None) -> None:
+    if local_dir(path) is not None and newest_version(path) is not None:
+        return  # an existing local table: nothing to create, and no Spark job to find that out
     builder = DeltaTable.createIfNotExists(spark).location(path).comment(comment)
     for name, type_ in columns:
         builder = builder.addColumn(name, type_)
@@ -67,6 +71,9 @@ def sql_string_literal(text: str) -> str:
 
 
 def table_exists(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table is at path: a local one by its log's commit files, others through Spark."""
+    if local_dir(path) is not None:
+        return newest_version(path) is not None
     return DeltaTable.isDeltaTable(spark, path)
 
 
@@ -75,7 +82,9 @@ def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefin
     changes what the state means is refused before its first batch, naming what changed."""
     import json
 
-    properties = DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {}
+    local = read_log_state(changelog_path)
+    properties = (local.configuration if local is not None and not local.absent
+                  else DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {})
     recorded = properties.get(compat.PROPERTY)
     if recorded is None:
         spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES "

@@ -12,6 +12,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
+from deltastate.changelog.log_state import read_log_state
+
 # Delta drops an idempotent writer's txn entry after this long when a table sets it; deltastate's
 # tables do not, so the log keeps every lineage's newest batch for good.
 TXN_RETENTION = "delta.setTransactionRetentionDuration"
@@ -26,7 +28,11 @@ def log_snapshot(spark: SparkSession, path: str):
 
 def txn_versions(spark: SparkSession, path: str) -> dict[str, int] | None:
     """appId -> newest txnVersion of the table's idempotent appends, read from the Delta log (no data
-    file is opened): {} for a missing table, None for one whose entries may expire."""
+    file is opened): {} for a missing table, None for one whose entries may expire. A local table's
+    log is replayed in Python; Spark's snapshot answers the rest."""
+    local = read_log_state(path)
+    if local is not None:
+        return None if TXN_RETENTION in local.configuration else dict(local.txns)
     snapshot = log_snapshot(spark, path)
     if snapshot is None:
         return {}

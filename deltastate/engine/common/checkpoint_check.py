@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import CHANGELOG, EPOCH, INTAKE, LINEAGE_ID, SEGMENT, segment_of
+from deltastate.changelog.log_state import file_column_range, read_log_state
 from deltastate.changelog.tables import table_exists
 from deltastate.changelog.txn_log import log_snapshot, newest_batch
 from deltastate.config import Settings
@@ -34,6 +35,31 @@ from deltastate.stores.state import PROVIDER_KEY
 CLEANUP_PREFIX = "deltastate-cleanup/"
 
 
+def _only_own_rows_since(path: str, epoch: int, lineage_id: str) -> bool:
+    """True when the table's file statistics prove that no file of epoch >= `epoch` holds a row of
+    another lineage (cleanup's aside), read from the local Delta log; False when they cannot.
+    Delta truncates string statistics to a prefix, so a file is passed only on min == max == the
+    lineage id, or on both bounds carrying cleanup's prefix (every string between them does too)."""
+    state = read_log_state(path, with_files=True)
+    if state is None:
+        return False
+    floor = segment_of(epoch, 0)
+    for add in (state.files or {}).values():
+        segment = (add.get("partitionValues") or {}).get(SEGMENT)
+        if segment is None or int(segment) < floor:
+            continue  # pruned by the segment filter (a null segment never passes it either)
+        bounds = file_column_range(add, LINEAGE_ID)
+        if bounds is None:
+            return False
+        low, high, all_null = bounds
+        if all_null or low == high == lineage_id:
+            continue
+        if str(low).startswith(CLEANUP_PREFIX) and str(high).startswith(CLEANUP_PREFIX):
+            continue
+        return False
+    return True
+
+
 def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str) -> dict[str, int]:
     """Other lineages (not cleanup) with changelog rows of epoch >= `epoch`: lineage_id -> newest epoch.
     The segment (epoch * 1e9 + batch / 100) prunes older epochs' partitions, and the files the
@@ -41,7 +67,7 @@ def _lineages_since(spark: SparkSession, path: str, epoch: int, lineage_id: str)
     data skipping. Still read: files of cleanup tombstones and files compaction mixed, and every
     file when lineage_id falls outside the 32 columns Delta keeps statistics for (a store with more
     than about 20 value fields)."""
-    if not table_exists(spark, path):
+    if not table_exists(spark, path) or _only_own_rows_since(path, epoch, lineage_id):
         return {}
     rows = (spark.read.format("delta").load(path)
             .where((F.col(SEGMENT) >= F.lit(segment_of(epoch, 0))) & (F.col(LINEAGE_ID) != F.lit(lineage_id))
@@ -58,8 +84,13 @@ def _lineages(spark: SparkSession, path: str) -> set[str]:
 
 
 def _has_lineage_rows(spark: SparkSession, path: str) -> bool:
-    snapshot = log_snapshot(spark, path)
-    if snapshot is None or snapshot.numOfFiles() == 0:  # a new store's empty table: no read
+    local = read_log_state(path, with_files=True)
+    if local is not None:
+        empty = local.absent or not local.files
+    else:
+        snapshot = log_snapshot(spark, path)
+        empty = snapshot is None or snapshot.numOfFiles() == 0
+    if empty:  # a new store's empty table: no read
         return False
     return bool(spark.read.format("delta").load(path).where(F.col(LINEAGE_ID).isNotNull()).limit(1).collect())
 
