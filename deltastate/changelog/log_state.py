@@ -124,4 +124,21 @@ def file_column_range(add: dict[str, Any], column: str) -> tuple[Any, Any, bool]
     return low, high, False
 
 
-__all__ = ["LogState", "file_column_range", "read_log_state"]
+def column_max(table_path: str, column: str) -> tuple[bool, Any]:
+    """(answered, the newest value of a column over the table's live rows, from file statistics;
+    None for no table, no rows or only nulls). Not answered when a file lacks the column's
+    statistics, for a string column (Delta truncates those), or when the log cannot be replayed."""
+    state = read_log_state(table_path, with_files=True)
+    if state is None:
+        return False, None
+    highest = None
+    for add in (state.files or {}).values():
+        bounds = file_column_range(add, column)
+        if bounds is None or isinstance(bounds[1], str):
+            return False, None
+        if not bounds[2]:
+            highest = bounds[1] if highest is None else max(highest, bounds[1])
+    return True, highest
+
+
+__all__ = ["LogState", "column_max", "file_column_range", "read_log_state"]

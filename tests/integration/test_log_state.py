@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from deltastate.changelog.log_state import file_column_range, read_log_state
+from deltastate.changelog.log_state import column_max, file_column_range, read_log_state
 from deltastate.changelog.txn_log import TXN_RETENTION, txn_versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -58,6 +58,9 @@ def _agrees(spark, path: str) -> None:
               spark.read.format("delta").load(path).groupBy(F.input_file_name().alias("file"))
               .agg(F.min("who").alias("low"), F.max("who").alias("high")).collect()}
     assert {name.rsplit("/", 1)[-1]: file_column_range(add, "who") for name, add in local.files.items()} == bounds
+    newest_id = spark.read.format("delta").load(path).agg(F.max("id")).first()[0]
+    assert column_max(path, "id") == (True, newest_id)
+    assert column_max(path, "who") == (False, None)  # string statistics are truncated prefixes
 
 
 def test_replay_agrees_with_sparks_snapshot(spark, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ Spark (non-local storage, a commit missing after the newest checkpoint, a v2 che
 import json
 from pathlib import Path
 
-from deltastate.changelog.log_state import read_log_state
+from deltastate.changelog.log_state import column_max, read_log_state
 
 
 def test_what_the_replay_does_not_follow(tmp_path: Path) -> None:
@@ -20,6 +20,7 @@ def test_what_the_replay_does_not_follow(tmp_path: Path) -> None:
         (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in [{"commitInfo": {}}, *actions]))
     state = read_log_state(str(table))
     assert (state.version, state.configuration, state.txns) == (2, {"k": "v"}, {"a": 3})
+    assert column_max(str(table), "epoch") == (True, None)  # a table without rows
     (log / f"{1:020d}.json").unlink()
     assert read_log_state(str(table)) is None
     (log / f"{1:020d}.json").write_text(json.dumps({"txn": {"appId": "a", "version": 3}}))

@@ -15,6 +15,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from deltastate.changelog.layout import CHANGELOG, EPOCH
+from deltastate.changelog.log_state import column_max
 from deltastate.changelog.tables import table_exists
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -40,6 +41,9 @@ def _next_epoch(spark: SparkSession, settings: Settings, store: StoreDefinition)
     path = settings.table_path(store.storage, CHANGELOG)
     if not table_exists(spark, path):
         return 0
+    answered, newest = column_max(path, EPOCH)  # a local log's file statistics: no Spark job
+    if answered:
+        return 0 if newest is None else int(newest) + 1
     row = spark.read.format("delta").load(path).agg({EPOCH: "max"}).first()
     return 0 if row is None or row[0] is None else int(row[0]) + 1
 
