@@ -31,6 +31,7 @@ from deltastate.stores.durations import parse_duration_ms
 
 POLL_S = 0.01
 PROBE_TIMEOUT_S = 30.0
+BEHIND_AFTER = 3  # probes missed in a row: the store is not keeping up, and probing stops
 READ_TIMEOUT_S = 10.0
 SPARK_DURATIONS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
@@ -51,6 +52,7 @@ class FreshnessFigures:
     cores: int
     visible_s: list[float] = field(default_factory=list)  # per probe that became visible
     missed: int = 0  # probes not visible within PROBE_TIMEOUT_S
+    fell_behind_at: int | None = None  # the probe after which BEHIND_AFTER misses in a row stopped probing
     slow_reads: int = 0  # probe reads that got no answer within READ_TIMEOUT_S (polled again)
     batch_s: list[float] = field(default_factory=list)  # triggerExecution of batches that read records
     phases: dict[str, list[float]] = field(default_factory=dict)  # the batch writer's phases
@@ -71,6 +73,10 @@ class FreshnessFigures:
             out.append(f"  produce -> visible:  p50 {percentile(v, 50):.3f} s  p95 {percentile(v, 95):.3f} s  "
                        f"p99 {percentile(v, 99):.3f} s  max {max(v):.3f} s  ({len(v)} probes, {self.missed} missed, "
                        f"{self.slow_reads} reads over {READ_TIMEOUT_S:.0f} s)")
+        if self.fell_behind_at is not None:
+            out.append(f"  fell behind: {BEHIND_AFTER} probes in a row were not visible within "
+                       f"{PROBE_TIMEOUT_S:.0f} s; probing stopped after probe {self.fell_behind_at + 1}. "
+                       "The store does not keep up with this rate on this machine")
         if self.batch_s:
             b = self.batch_s
             out.append(f"  micro-batch:         p50 {percentile(b, 50):.3f} s  p99 {percentile(b, 99):.3f} s  "
@@ -191,8 +197,7 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
         service = start_serve(bench, port, workers=1)
         time.sleep(5)  # past the first batches' start-up
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=READ_TIMEOUT_S) as client:
-            for i in range(probes):
-                tick = time.monotonic()
+            def probe(i: int) -> float | None:
                 key = f"probe-{run_id}-{i:05d}"
                 event = {**template, store.key_field: key, store.event_time_field: load.newest_ts or
                          template[store.event_time_field]}
@@ -208,16 +213,15 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
                         figures.slow_reads += 1
                         continue
                     if _visible(response, store.type):
-                        figures.visible_s.append(time.monotonic() - produced_at)
-                        break
+                        return time.monotonic() - produced_at
                     time.sleep(POLL_S)
-                else:
-                    figures.missed += 1
-                time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+                return None
+
+            probe_each_second(figures, probes, probe)
         figures.processed = sum(r.records_in for r in reports)
         load.stop.set()
         load.join()
-        figures.produced = load.sent + probes
+        figures.produced = load.sent + len(figures.visible_s) + figures.missed  # probes sent
         _measure_idle(figures, spark, reports, trigger, idle_seconds)
     finally:
         load.stop.set()
@@ -227,6 +231,26 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
         runner.join(120)
     _batch_figures(figures, outcome.get("result"), reports)
     return figures
+
+
+def probe_each_second(figures: FreshnessFigures, probes: int, probe: Callable[[int], float | None]) -> None:
+    """Runs probe(i) about once a second and records how long each took to become visible (None:
+    not within PROBE_TIMEOUT_S). BEHIND_AFTER misses in a row end the probing: the store is not
+    keeping up, and every further probe would wait out its timeout behind a growing backlog."""
+    in_a_row = 0
+    for i in range(probes):
+        tick = time.monotonic()
+        seconds = probe(i)
+        if seconds is None:
+            figures.missed += 1
+            in_a_row += 1
+            if in_a_row == BEHIND_AFTER:
+                figures.fell_behind_at = i
+                return
+            continue
+        in_a_row = 0
+        figures.visible_s.append(seconds)
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
 
 
 def _measure_idle(figures: FreshnessFigures, spark, reports: list, trigger: str, idle_seconds: float) -> None:

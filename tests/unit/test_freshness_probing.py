@@ -1,0 +1,38 @@
+"""The freshness bench's probing: visible times recorded, misses counted, and probing ends after
+BEHIND_AFTER misses in a row (a store that does not keep up), with the verdict printed."""
+
+import pytest
+
+from deltastate.bench import freshness
+from deltastate.bench.freshness import BEHIND_AFTER, FreshnessFigures, probe_each_second
+
+
+@pytest.fixture(autouse=True)
+def no_pauses(monkeypatch):
+    monkeypatch.setattr(freshness.time, "sleep", lambda _: None)
+
+
+def figures() -> FreshnessFigures:
+    return FreshnessFigures("trade_stats", "window", "committed", 2000, "1s", 2)
+
+
+def test_misses_apart_do_not_stop_probing() -> None:
+    answers = [0.5, None, 1.5, None, 2.5, None, None, 3.0]
+    asked: list[int] = []
+    found = figures()
+    probe_each_second(found, len(answers), lambda i: asked.append(i) or answers[i])
+    assert asked == list(range(len(answers)))
+    assert found.visible_s == [a for a in answers if a is not None] and found.missed == 4
+    assert found.fell_behind_at is None
+    assert "fell behind" not in "\n".join(found.lines())
+
+
+def test_misses_in_a_row_end_probing() -> None:
+    answers = [0.5, 2.0, *[None] * BEHIND_AFTER, 1.0, 1.0]
+    asked: list[int] = []
+    found = figures()
+    probe_each_second(found, len(answers), lambda i: asked.append(i) or answers[i])
+    assert asked == list(range(2 + BEHIND_AFTER))  # nothing probed after the last miss in a row
+    assert (found.visible_s, found.missed, found.fell_behind_at) == ([0.5, 2.0], BEHIND_AFTER, 1 + BEHIND_AFTER)
+    printed = "\n".join(found.lines())
+    assert f"probing stopped after probe {2 + BEHIND_AFTER}" in printed and "does not keep up" in printed
