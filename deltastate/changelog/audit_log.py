@@ -33,7 +33,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from deltastate.changelog.deltalog import commit_metadata, local_dir, newest_version, user_metadata_newest_first
+from deltastate.changelog.deltalog import commit_metadata, local_dir, user_metadata_newest_first
 from deltastate.changelog.layout import (
     APPLIED,
     BATCH_ID,
@@ -108,14 +108,13 @@ def by_partition(values: dict) -> str:
 
 def audit_rows(spark: SparkSession, rows: list[dict[str, Any]], written: list[datetime] | None = None) -> DataFrame:
     """Audit rows as a DataFrame in the intake table's column order; write_time is each row's commit
-    time when given, else now."""
-    frame = spark.createDataFrame([tuple(r[c] for c in _ROW_COLUMNS) for r in rows], _SCHEMA)
+    time when given, else now. The times travel in the rows themselves: a local frame, no join."""
     if written is None:
+        frame = spark.createDataFrame([tuple(r[c] for c in _ROW_COLUMNS) for r in rows], _SCHEMA)
         frame = frame.withColumn(WRITE_TIME, F.current_timestamp())
     else:
-        times = spark.createDataFrame([(r[LINEAGE_ID], r[BATCH_ID], t) for r, t in zip(rows, written, strict=True)],
-                                      "lineage_id string, batch_id bigint, write_time timestamp")
-        frame = frame.join(times, [LINEAGE_ID, BATCH_ID])
+        frame = spark.createDataFrame([(*(r[c] for c in _ROW_COLUMNS), at) for r, at in zip(rows, written, strict=True)],
+                                      f"{_SCHEMA}, {WRITE_TIME} timestamp")
     return frame.select(*[n for n, _ in INTAKE_COLUMNS])
 
 
@@ -151,7 +150,7 @@ def pending_audits(spark: SparkSession, changelog: str, since: int) -> tuple[int
     from delta.tables import DeltaTable
 
     local = local_dir(changelog) is not None
-    newest = newest_version(changelog) if local else changelog_version(spark, changelog)
+    newest = changelog_version(spark, changelog)
     if newest is None or newest <= since:
         return -1 if newest is None else newest, []
     if local:  # the local log's commit files, no Spark job

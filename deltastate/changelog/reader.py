@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from deltastate.changelog.deltalog import local_dir, newest_version
 from deltastate.changelog.layout import (
     CHANGELOG,
     EVENT_TIME,
@@ -57,7 +58,10 @@ def latest_commit(spark: SparkSession, path: str) -> tuple[int, datetime] | None
 
 
 def changelog_version(spark: SparkSession, path: str) -> int | None:
-    """Latest committed Delta version of the table at path; None when no Delta table is there."""
+    """Latest committed Delta version of the table at path; None when no Delta table is there. A
+    local table's version is its log's newest commit file (no Spark job)."""
+    if local_dir(path) is not None:
+        return newest_version(path)
     latest = latest_commit(spark, path)
     return None if latest is None else latest[0]
 
