@@ -29,7 +29,7 @@ from deltastate.stores.definition import StoreDefinition
 
 def _create(spark: SparkSession, path: str, columns, partition_by: str | None, comment: str,
             properties: dict[str, str] | None = None) -> None:
-    if local_dir(path) is not None and newest_version(path) is not None:
+    if local_dir(path) is not None and table_exists(spark, path):
         return  # an existing local table: nothing to create, and no Spark job to find that out
     builder = DeltaTable.createIfNotExists(spark).location(path).comment(comment)
     for name, type_ in columns:
