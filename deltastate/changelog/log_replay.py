@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from deltastate.changelog.deltalog import commit_versions, complete_checkpoints
+from deltastate.changelog.log_state import checkpoint_actions
 from deltastate.errors import DeltastateError
 
 
@@ -135,15 +136,8 @@ class TableLog:
 
 
 def _read_checkpoint(root: Path, files: list[Path]) -> dict[str, LiveFile]:
-    import pyarrow.parquet as pq
-
-    live: dict[str, LiveFile] = {}
-    for file in files:
-        table = pq.ParquetFile(file).read(columns=["add"])
-        for add in table.column("add").to_pylist():
-            if add is not None:
-                live[add["path"]] = _live_file(root, add)
-    return live
+    return {action["add"]["path"]: _live_file(root, action["add"])
+            for action in checkpoint_actions(files, with_files=True) if "add" in action}
 
 
 __all__ = ["CommitSummary", "LiveFile", "LogReplayError", "TableLog"]

@@ -49,7 +49,8 @@ def _apply(state: dict[str, Any], action: dict[str, Any], with_files: bool) -> N
         state["files"].pop(remove["path"], None)
 
 
-def _checkpoint_actions(files: list[Path], with_files: bool) -> list[dict[str, Any]]:
+def checkpoint_actions(files: list[Path], with_files: bool) -> list[dict[str, Any]]:
+    """The metaData, txn (and with_files: add) actions of a classic checkpoint's Parquet files."""
     import pyarrow.parquet as pq  # only a log with a checkpoint needs it
 
     columns = ["metaData", "txn", *(["add"] if with_files else [])]
@@ -93,7 +94,7 @@ def read_log_state(table_path: str, with_files: bool = False) -> LogState | None
     state: dict[str, Any] = {"configuration": {}, "txns": {}, "files": {}}
     try:
         if start >= 0:
-            for action in _checkpoint_actions(checkpoints[start], with_files):
+            for action in checkpoint_actions(checkpoints[start], with_files):
                 _apply(state, action, with_files)
         for version in range(start + 1, newest + 1):
             with open(log / f"{version:020d}.json") as fh:
@@ -141,4 +142,4 @@ def column_max(table_path: str, column: str) -> tuple[bool, Any]:
     return True, highest
 
 
-__all__ = ["LogState", "column_max", "file_column_range", "read_log_state"]
+__all__ = ["LogState", "checkpoint_actions", "column_max", "file_column_range", "read_log_state"]
