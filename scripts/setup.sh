@@ -16,7 +16,12 @@ if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != 
   python3.11 -m pip install --quiet --user "uv==$UV_VERSION" 2>/dev/null || python3.11 -m pip install --quiet "uv==$UV_VERSION"
   export PATH="$HOME/.local/bin:$PATH"
 fi
-uv sync --frozen --python python3.11 --quiet
+# Bytecode compiled once here: with PYTHONDONTWRITEBYTECODE set (common on CI machines) nothing else
+# writes it, and every process (a CLI command, an Airflow task, spark-submit's driver) would compile
+# pyspark, pandas, Airflow and great-expectations from source again (`import great_expectations`:
+# 13.6 s without, 6.8 s with, on 2 cores).
+uv sync --frozen --python python3.11 --quiet --compile-bytecode
+uv run --frozen python -m compileall -q deltastate dags plugins >/dev/null
 # The browser test needs Debian's chromium and chromedriver; `make test` sets DELTASTATE_BROWSER=1.
 browser="${DELTASTATE_BROWSER:-0}"
 if [ "${browser//[[:space:]]/}" = 1 ] && ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then

@@ -127,8 +127,8 @@ def append_audit(df: DataFrame, path: str, app_id: str, batch_id: int, metadata:
     writer.save(path)
 
 
-def _flushed_through(spark: SparkSession, intake: str) -> int:
-    """The changelog version the intake's newest flush copied through (-1: none found)."""
+def copied_through(spark: SparkSession, intake: str) -> int:
+    """The changelog version the intake's newest audit copy covers (-1: none found)."""
     from delta.tables import DeltaTable
 
     if local_dir(intake) is not None:  # the local log's commit files, no Spark job
@@ -189,7 +189,7 @@ def flush_audits(spark: SparkSession, settings: Settings, store: StoreDefinition
 
 
 def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
-    newest, found = pending_audits(spark, changelog, _flushed_through(spark, intake))
+    newest, found = pending_audits(spark, changelog, copied_through(spark, intake))
     if not found:
         return 0
     held = txn_versions(spark, intake)

@@ -118,6 +118,15 @@ def newest_version(table_path: str) -> int | None:
     return versions[-1] if versions else None
 
 
+def newest_commit(table_path: str) -> Commit | None:
+    """The newest commit of a local Delta table (version and commit time, naive UTC); None when
+    there is no (local) table."""
+    root = local_dir(table_path)
+    log = None if root is None else root / "_delta_log"
+    versions = [] if log is None else _versions(log)
+    return Commit(versions[-1], _commit_time(log, versions[-1])) if versions else None
+
+
 def appended_files(table_path: str, first: int, last: int) -> list[Path]:
     """Data files that commits first..last of a local table added as new data. OPTIMIZE's rewrites add
     files with dataChange false (the same rows again) and are left out, so rows are never counted
@@ -192,14 +201,7 @@ class DeltaLog:
 
     @staticmethod
     def _read_newest(table_path: str) -> Commit | None:
-        root = local_dir(table_path)
-        if root is None:
-            return None
-        log = root / "_delta_log"
-        versions = _versions(log)
-        if not versions:
-            return None
-        return Commit(versions[-1], _commit_time(log, versions[-1]))
+        return newest_commit(table_path)
 
     @staticmethod
     def tail_files(table_path: str, after_version: int | None, up_to: int) -> list[TailFile]:

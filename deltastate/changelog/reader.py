@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.deltalog import local_dir, newest_version
+from deltastate.changelog.deltalog import local_dir, newest_commit, newest_version
 from deltastate.changelog.layout import (
     CHANGELOG,
     EVENT_TIME,
@@ -45,11 +45,16 @@ def table_exists(spark: SparkSession, path: str) -> bool:
 
 
 def latest_commit(spark: SparkSession, path: str) -> tuple[int, datetime] | None:
-    """(version, commit time as aware UTC) of the newest commit of the Delta table at path, in one
-    history read; None when no Delta table is there."""
+    """(version, commit time as aware UTC) of the newest commit of the Delta table at path; None when
+    no Delta table is there. A local table's answer comes from its log's newest commit file, by the
+    rule the query service's staleness uses (deltalog.newest_commit); other storage reads Delta's
+    history through Spark."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    if local_dir(path) is not None:
+        newest = newest_commit(path)
+        return None if newest is None else (newest.version, newest.committed_at.replace(tzinfo=UTC))
     if not table_exists(spark, path):
         return None
     row = (DeltaTable.forPath(spark, path).history(1)

@@ -37,7 +37,7 @@ bag = DagBag(sys.argv[1])
 dags = {}
 for dag_id, dag in bag.dags.items():
     tasks = {t.task_id: {"retries": t.retries, "owner": t.owner, "outlets": [getattr(o, "name", str(o)) for o in t.outlets],
-                         "type": type(t).__name__} for t in dag.tasks}
+                         "type": type(t).__name__, "upstream": sorted(t.upstream_task_ids)} for t in dag.tasks}
     timetable = dag.timetable
     dags[dag_id] = {"tags": sorted(dag.tags), "catchup": dag.catchup, "max_active_runs": dag.max_active_runs,
                     "doc_md": dag.doc_md, "fileloc": dag.fileloc, "tasks": tasks, "schedule": type(timetable).__name__,
@@ -81,6 +81,8 @@ def test_one_run_compact_and_cleanup_dag_per_declared_store(parsed):
         run = parsed["dags"][f"deltastate_run_{store}"]
         assert run["tasks"]["run_store"]["type"] == "DeltastateSparkOperator"
         assert run["tasks"]["run_store"]["outlets"] == [f"deltastate.{store}.changelog"]
+        # The events check reports beside the run and never delays it.
+        assert {t: v["upstream"] for t, v in run["tasks"].items()} == {"check_events": [], "run_store": []}
         assert f"store:{store}" in run["tags"]
         assert f"deltastate.{store}.changelog" in parsed["dags"]["deltastate_publish"]["asset_condition"]
 

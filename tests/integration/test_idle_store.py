@@ -13,6 +13,7 @@ import pytest
 from support.reference import expected
 from support.store_checks import STORE, generated, new_topic, produce
 
+from deltastate.changelog.audit_log import copied_through
 from deltastate.changelog.deltalog import DeltaLog
 from deltastate.engine import run_store
 
@@ -50,8 +51,12 @@ def test_an_idle_continuous_store_runs_no_batch_and_commits_nothing(broker, spar
         while sum(r.records_in for r in reports) < len(ref.records) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sum(r.records_in for r in reports) == len(ref.records)
-        time.sleep(3)  # the last batch's commit and the copy of its audit land
+        # The copy of the last batch's audit lands at the run's next check (seconds on a busy machine).
+        intake, deadline = settings.table_path(STORE, "intake"), time.monotonic() + 120
+        while copied_through(spark, intake) < versions(settings)["changelog"] and time.monotonic() < deadline:
+            time.sleep(0.5)
         before, batches = versions(settings), len(reports)
+        assert copied_through(spark, intake) == before["changelog"], "the last batch's audit was not copied"
         jvm = int(spark._jvm.java.lang.ProcessHandle.current().pid())
         cpu_before = cpu_seconds(jvm) + cpu_seconds(os.getpid())
         time.sleep(IDLE_SECONDS)

@@ -1,5 +1,5 @@
 """The plain-Python replay of a local Delta log (table properties, idempotent writers' txn versions,
-live files with their statistics) against Spark's own snapshot of the same table: after a
+live files with their statistics, the newest commit's time) against Spark's own snapshot of the same table: after a
 single-file checkpoint, after a multi-part checkpoint, with files removed by an overwrite."""
 
 from pathlib import Path
@@ -8,6 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from deltastate.changelog.log_state import column_max, file_column_range, read_log_state
+from deltastate.changelog.reader import latest_commit
 from deltastate.changelog.txn_log import TXN_RETENTION, txn_versions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -58,6 +59,11 @@ def _agrees(spark, path: str) -> None:
               spark.read.format("delta").load(path).groupBy(F.input_file_name().alias("file"))
               .agg(F.min("who").alias("low"), F.max("who").alias("high")).collect()}
     assert {name.rsplit("/", 1)[-1]: file_column_range(add, "who") for name, add in local.files.items()} == bounds
+    # The newest commit (publish's version and commit time) equals Delta's own history through Spark.
+    [row] = (spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1")
+             .select("version", F.unix_millis("timestamp").alias("ms")).collect())
+    newest = latest_commit(spark, path)
+    assert newest is not None and (newest[0], round(newest[1].timestamp() * 1000)) == (row["version"], row["ms"])
     newest_id = spark.read.format("delta").load(path).agg(F.max("id")).first()[0]
     assert column_max(path, "id") == (True, newest_id)
     assert column_max(path, "who") == (False, None)  # string statistics are truncated prefixes
