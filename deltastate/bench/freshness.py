@@ -64,10 +64,15 @@ class FreshnessFigures:
     idle_seconds: float = 0.0
     idle_triggers: int = 0
     idle_cpu_s: float = 0.0  # driver JVM + this process over the idle period
+    warmup_s: float = 0.0  # load running before the first probe
+    warmup_batches: int = 0  # micro-batches in the warm-up, left out of every figure
 
     def lines(self) -> list[str]:
         out = [f"bench freshness {self.store} ({self.store_type}): consistency={self.consistency}, "
                f"{self.rate:,} events/s, trigger {self.trigger}, {self.cores} cores"]
+        if self.warmup_batches:
+            out.append(f"  warm-up: {self.warmup_s:.0f} s of load before the first probe ({self.warmup_batches} "
+                       "micro-batches: the JVM's start and JIT, not counted)")
         if self.visible_s:
             v = self.visible_s
             out.append(f"  produce -> visible:  p50 {percentile(v, 50):.3f} s  p95 {percentile(v, 95):.3f} s  "
@@ -146,7 +151,11 @@ def _cpu_seconds(pid: int) -> float:
 
 def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: int, trigger: str,
                         consistency: str = "committed", port: int = 18766, idle_seconds: float = 20.0,
-                        echo: Callable[[str], None] = print) -> FreshnessFigures:
+                        echo: Callable[[str], None] = print, warmup_seconds: float = 60.0) -> FreshnessFigures:
+    """Probes a continuously running store under steady load. The first warmup_seconds of load
+    (at least 5 s after the service starts) are not measured: a fresh driver JVM spends its first
+    minute compiling Spark's code, and its batches then say how a process starts, not how a running
+    store keeps up."""
     import httpx
     from confluent_kafka import Producer
 
@@ -185,6 +194,7 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
         bench, store.name, once=False, trigger=f"{parse_duration_ms(trigger)} milliseconds", listener=on_batch, stop_event=stop_run)), daemon=True)
     load = _Load(settings.kafka_bootstrap, topic, store.name, rate, store.event_time_field)
     load.start()
+    loading = time.monotonic()
     runner.start()
     if not first_batch.wait(300):
         raise RuntimeError(f"store {store.name!r}: no micro-batch within 300 s")
@@ -192,10 +202,12 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
     probe_producer = Producer(producer_config(settings.kafka_bootstrap, **{"linger.ms": 0}))
     params = {"fresh": "true"} if consistency == "committed" else {"consistency": consistency}
     template = json.loads(next(iter(bench_records(store.name, 1, 1, seed=8)))[1])
-    service = None
+    service, warm = None, set()
     try:
         service = start_serve(bench, port, workers=1)
-        time.sleep(5)  # past the first batches' start-up
+        time.sleep(max(5.0, warmup_seconds - (time.monotonic() - loading)))
+        figures.warmup_s = time.monotonic() - loading
+        warm = {r.batch_id for r in reports}  # every batch so far is the warm-up's
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=READ_TIMEOUT_S) as client:
             def probe(i: int) -> float | None:
                 key = f"probe-{run_id}-{i:05d}"
@@ -229,7 +241,9 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
             stop(service)
         stop_run.set()
         runner.join(120)
-    _batch_figures(figures, outcome.get("result"), reports)
+    figures.warmup_batches = len(warm)
+    _batch_figures(figures, outcome.get("result"), [r for r in reports if r.batch_id not in warm],
+                   after=max(warm, default=-1))
     return figures
 
 
@@ -269,12 +283,14 @@ def _measure_idle(figures: FreshnessFigures, spark, reports: list, trigger: str,
     figures.idle_triggers = max(1, int(1000 * idle_seconds / parse_duration_ms(trigger)))
 
 
-def _batch_figures(figures: FreshnessFigures, result, reports: list) -> None:
+def _batch_figures(figures: FreshnessFigures, result, reports: list, after: int = -1) -> None:
+    """The figures of the batches that read records, those numbered after `after` (the warm-up's last)."""
     busy = [r for r in reports if r.records_in]
     for report in busy:
         for name, seconds in report.phases.items():
             figures.phases.setdefault(name, []).append(seconds)
-    progress = [] if result is None else [p for p in result.progress if p.get("numInputRows")]
+    progress = [] if result is None else [p for p in result.progress
+                                          if p.get("numInputRows") and int(p.get("batchId", 0)) > after]
     for p in progress:
         for name in SPARK_DURATIONS:
             if name in p.get("durationMs", {}):

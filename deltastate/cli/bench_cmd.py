@@ -145,11 +145,13 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--consistency", type=click.Choice(["committed", "latest"]), default="committed", show_default=True,
               help="The read the probes poll.")
 @click.option("--idle-seconds", default=20.0, show_default=True, help="How long to measure an idle store's CPU (0: skip).")
+@click.option("--warmup-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
+              help="Load before the first probe; its micro-batches are not counted.")
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
 @click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
                                             "and load for --probes seconds.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
-              port: int, floor: bool) -> None:
+              warmup_seconds: float, port: int, floor: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
     from deltastate.bench.freshness import run_floor, run_freshness_bench
@@ -162,7 +164,7 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
         figures = run_floor(settings, rate, probes, trigger)
     else:
         figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
-                                      echo=click.echo)
+                                      echo=click.echo, warmup_seconds=warmup_seconds)
     for line in figures.lines():
         click.echo(line)
 

@@ -17,13 +17,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 def test_bench_freshness_sees_every_probe(broker, spark, make_settings, consistency):
     settings = make_settings()
     figures = run_freshness_bench(settings, "player_stats", rate=200, probes=3, trigger="1s",
-                                  consistency=consistency, port=18767, idle_seconds=0, echo=lambda _: None)
+                                  consistency=consistency, port=18767, idle_seconds=0, echo=lambda _: None,
+                                  warmup_seconds=0)
     assert figures.missed == 0 and len(figures.visible_s) == 3
     assert all(0 < s < 30 for s in figures.visible_s)
     assert figures.batch_s and set(figures.phases) == {"state", "commit"}
     assert 0 < figures.processed <= figures.produced
     printed = "\n".join(figures.lines())
     assert f"consistency={consistency}" in printed and "produce -> visible" in printed and "writer.commit" in printed
+    # The batches before the first probe (at least the first) are the warm-up's, not counted.
+    assert figures.warmup_batches >= 1 and "warm-up:" in printed
+    assert len(figures.batch_s) <= len([p for p in figures.spark.get("triggerExecution", [])])
 
 
 def test_bench_commit_times_both_kinds_of_append(spark, make_settings):
