@@ -194,14 +194,10 @@ class DeltaLog:
             cached = self._newest.get(table_path)
         if cached is not None and now - cached[0] < self.ttl:
             return cached[1]
-        found = self._read_newest(table_path)
+        found = newest_commit(table_path)
         with self._lock:
             self._newest[table_path] = (now, found)
         return found
-
-    @staticmethod
-    def _read_newest(table_path: str) -> Commit | None:
-        return newest_commit(table_path)
 
     @staticmethod
     def tail_files(table_path: str, after_version: int | None, up_to: int) -> list[TailFile]:
