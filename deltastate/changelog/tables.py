@@ -10,6 +10,7 @@ from __future__ import annotations
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from deltastate.changelog.checkpoints import INTERVAL_PROPERTY, NO_COMMIT_CHECKPOINTS
 from deltastate.changelog.deltalog import local_dir, newest_version
 from deltastate.changelog.layout import (
     CHANGELOG,
@@ -44,10 +45,10 @@ def _create(spark: SparkSession, path: str, columns, partition_by: str | None, c
 def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Creates the store's tables if missing; refuses a definition the existing ones contradict."""
     changelog = settings.table_path(store.storage, CHANGELOG)
-    # A new changelog records its definition in the creating commit; check_definition adds it to
-    # a table that lacks it.
+    # A new changelog records its definition and its checkpoint interval (changelog/checkpoints.py)
+    # in the creating commit; check_definition adds them to a table that lacks them.
     _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}",
-            {compat.PROPERTY: compat.encode(store)})
+            _changelog_properties(store))
     check_definition(spark, changelog, store)
     _create(spark, settings.table_path(store.storage, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")
@@ -77,22 +78,30 @@ def table_exists(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
+def _changelog_properties(store: StoreDefinition) -> dict[str, str]:
+    return {compat.PROPERTY: compat.encode(store), INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS}
+
+
 def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefinition) -> None:
     """The changelog records the definition that wrote it (a table property); a run whose definition
-    changes what the state means is refused before its first batch, naming what changed."""
+    changes what the state means is refused before its first batch, naming what changed. A table
+    created without the definition or the checkpoint interval gets the missing ones, in one commit."""
     import json
 
     local = read_log_state(changelog_path)
     properties = (local.configuration if local is not None and not local.absent
                   else DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {})
     recorded = properties.get(compat.PROPERTY)
-    if recorded is None:
-        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES "
-                  f"({sql_string_literal(compat.PROPERTY)} = {sql_string_literal(compat.encode(store))})")
-        return
-    changes = compat.differences(json.loads(recorded), compat.fingerprint(store))
+    changes = [] if recorded is None else compat.differences(json.loads(recorded), compat.fingerprint(store))
     if changes:
         raise StoreDefinitionError(
             store.name, "the definition changed in a way its existing changelog and checkpoint cannot follow: "
             + "; ".join(changes) + ". Restore the previous definition, or declare the new one as a new store "
             "(a new name) and migrate to it")
+    wanted = _changelog_properties(store)
+    if recorded is not None:
+        del wanted[compat.PROPERTY]  # the recorded definition stays the one that created the table
+    missing = {key: value for key, value in wanted.items() if properties.get(key) != value}
+    if missing:
+        assignments = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES ({assignments})")

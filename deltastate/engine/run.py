@@ -16,6 +16,7 @@ from pathlib import Path
 
 from deltastate import metrics
 from deltastate.changelog.audit_log import BatchCommitter, flush_audits
+from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.layout import CHANGELOG
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
@@ -83,7 +84,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
             query.awaitTermination()
         else:
             result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store),
-                                                lambda: committer.maybe_copy(spark))
+                                                lambda: beside_stream(spark, committer))
     except BaseException as e:
         failure = e
         raise
@@ -93,11 +94,19 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         failure = failure or query.exception()  # a continuous run's query fails without raising here
         # The run's last audits, before anyone reads its history.
         copy_after_run(store.name, lambda: flush_audits(spark, settings, store), failure)
+        checkpoint_quietly(spark, committer.changelog)
     if failure is not None:
         raise failure
     result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
     result.seconds = time.monotonic() - started
     return result
+
+
+def beside_stream(spark, committer: BatchCommitter) -> None:
+    """A continuous run's own thread, between its checks: the audit copy when one is due, and the
+    changelog's Delta checkpoint when one is due (changelog/checkpoints.py), so no batch pays either."""
+    committer.maybe_copy(spark)
+    checkpoint_quietly(spark, committer.changelog)
 
 
 def copy_after_run(store: str, copy: Callable[[], None], failure: BaseException | None) -> None:

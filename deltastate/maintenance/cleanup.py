@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate import metrics
 from deltastate.changelog import layout
+from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION, WRITE_TIME
 from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
@@ -88,9 +89,12 @@ def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefi
         return _done(base, started, skipped="no ttl declared")
     backend = backend_of(store)
     if backend.expiry == TTL:
-        return _done(_expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
-                                 topic or store.source.topic), started)
+        report = _expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
+                             topic or store.source.topic)
+        checkpoint_quietly(spark, settings.table_path(store.storage, layout.CHANGELOG))
+        return _done(report, started)
     written = retention.expire_windows(spark, settings, store, version, write_ms=clock_ms())
+    checkpoint_quietly(spark, settings.table_path(store.storage, layout.CHANGELOG))
     counter = backend.expired_counter  # expired_windows or expired_sessions
     return _done(CleanupReport(**{**asdict(base), counter: written, "tombstones_written": written}), started)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltastate import metrics
+from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.intake import newest_audited
 from deltastate.changelog.layout import (
     BATCH_ID,
@@ -122,6 +123,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     if newest > 0:
         metrics = DeltaTable.forPath(spark, path).optimize().where(f"`{SEGMENT}` < {newest}").executeCompaction()
         optimized = _files_removed(metrics)
+    checkpoint_quietly(spark, path)
     side = _optimize_side_tables(spark, settings, store, vacuum)
     retention, vacuumed = (None, None)
     if vacuum:

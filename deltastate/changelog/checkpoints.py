@@ -1,0 +1,83 @@
+"""The changelog's Delta checkpoints, written beside the stream rather than inside its commits.
+
+Delta writes a table's checkpoint inside the commit whose version is a multiple of the table's
+`delta.checkpointInterval` (10 by default): the micro-batch that lands on such a version rebuilds
+the table's state and writes the checkpoint (seconds on a small machine) before it finishes, so one
+batch in ten was late by that much. A changelog carries an interval no commit reaches
+(NO_COMMIT_CHECKPOINTS), and its writers checkpoint it themselves once `EVERY` commits have landed
+since its newest checkpoint: a running store from its own thread beside the stream (engine/run.py,
+with the audit copies) and when it stops; compaction and cleanup after their commits. A one-off
+commit (a restore's cleanup, a migration's seed) leaves the checkpoint to the next of those. Readers
+find a checkpoint every ten commits or so, as with Delta's default; only who pays for it moved.
+
+A checkpoint of version N written while the stream commits N+1 is safe: checkpoints describe one
+version and Delta's readers pick the newest complete one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from deltastate.changelog.deltalog import commit_versions, complete_checkpoints, local_dir, v2_checkpoints
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+EVERY = 10  # commits between checkpoints: Delta's own default interval
+INTERVAL_PROPERTY = "delta.checkpointInterval"
+# The largest interval Delta accepts (an int): no commit version reaches a multiple of it.
+NO_COMMIT_CHECKPOINTS = str(2**31 - 1)
+
+
+def versions_behind(spark: SparkSession, path: str) -> tuple[int, int] | None:
+    """(newest version, newest checkpointed version or -1); None when there is no table. A local
+    table is read from its log folder's file names, other storage through Delta's log."""
+    root = local_dir(path)
+    if root is not None:
+        folder = root / "_delta_log"
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return None
+        versions = commit_versions(names)
+        if not versions:
+            return None
+        checkpointed = set(complete_checkpoints(folder, names)) | v2_checkpoints(names)
+        return versions[-1], max(checkpointed, default=-1)
+    snapshot = _delta_log(spark, path).update(False, _none(spark), _none(spark))
+    if snapshot.version() < 0:
+        return None
+    return snapshot.version(), snapshot.checkpointProvider().version()
+
+
+def checkpoint_if_due(spark: SparkSession, path: str, every: int = EVERY) -> int | None:
+    """Checkpoints the table's newest version when `every` commits or more have landed since its
+    newest checkpoint; returns the version checkpointed, None when none was due."""
+    found = versions_behind(spark, path)
+    if found is None or found[0] - max(found[1], 0) < every:
+        return None
+    delta_log = _delta_log(spark, path)
+    snapshot = delta_log.update(False, _none(spark), _none(spark))
+    delta_log.checkpoint(snapshot, _none(spark))
+    return int(snapshot.version())
+
+
+def checkpoint_quietly(spark: SparkSession, path: str) -> None:
+    """checkpoint_if_due for work whose own outcome must not depend on it (a checkpoint only makes
+    later reads faster): a failure is logged and the next due check tries again."""
+    try:
+        checkpoint_if_due(spark, path)
+    except Exception:  # noqa: BLE001 - retried at the next check; the table is whole without it
+        log.warning("writing a Delta checkpoint of %s failed; the next check retries", path, exc_info=True)
+
+
+def _delta_log(spark: SparkSession, path: str):
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+
+def _none(spark: SparkSession):
+    return spark._jvm.scala.Option.empty()

@@ -1,0 +1,71 @@
+"""The changelog's Delta checkpoints are written by its writers beside their commits, not inside
+them (real Spark and Delta): a changelog's commits never checkpoint by themselves, a due check
+writes one of the newest version that Delta then reads from, and a changelog created without the
+interval gets it at the next start."""
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from deltastate.changelog.checkpoints import (
+    INTERVAL_PROPERTY,
+    NO_COMMIT_CHECKPOINTS,
+    checkpoint_if_due,
+    versions_behind,
+)
+from deltastate.changelog.layout import CHANGELOG
+from deltastate.changelog.log_state import read_log_state
+from deltastate.changelog.tables import ensure_tables
+from deltastate.stores import load_store
+
+pytestmark = pytest.mark.integration
+
+
+def _append(spark, path: str, first: int) -> None:
+    spark.range(first, first + 3).selectExpr("id", "id % 5 AS k").write.format("delta").mode("append").save(path)
+
+
+def _checkpoint_files(path: str) -> list[str]:
+    return sorted(p.name for p in (Path(path) / "_delta_log").glob("*.checkpoint*.parquet"))
+
+
+def test_commits_write_no_checkpoint_and_a_due_check_writes_the_newest(spark, tmp_path: Path) -> None:
+    path = str(tmp_path / "table")
+    _append(spark, path, 0)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{INTERVAL_PROPERTY}' = '{NO_COMMIT_CHECKPOINTS}')")
+    for i in range(1, 9):
+        _append(spark, path, i * 10)
+    assert versions_behind(spark, path) == (9, -1)
+    assert checkpoint_if_due(spark, path) is None  # 9 commits since none: not due yet
+    for i in range(9, 13):
+        _append(spark, path, i * 10)
+    assert _checkpoint_files(path) == [], "a commit wrote a checkpoint (Delta's interval should never fire)"
+    assert checkpoint_if_due(spark, path) == 13
+    assert _checkpoint_files(path) == [f"{13:020d}.checkpoint.parquet"]
+    assert versions_behind(spark, path) == (13, 13)
+    assert checkpoint_if_due(spark, path) is None
+    _append(spark, path, 500)
+    # Delta reads the table from the checkpoint plus the newer commit; the plain-Python log replay
+    # reads the same files.
+    expected = sorted(list(range(0, 3)) + [i * 10 + j for i in range(1, 13) for j in range(3)] + [500, 501, 502])
+    assert sorted(r["id"] for r in spark.read.format("delta").load(path).select("id").collect()) == expected
+    assert len(read_log_state(path, with_files=True).files) == len(spark.read.format("delta").load(path).inputFiles())
+    assert checkpoint_if_due(spark, path, every=1) == 14
+
+
+def test_a_changelog_without_the_interval_gets_it_at_the_next_start(spark, make_settings) -> None:
+    settings = make_settings()
+    store = load_store(settings, "player_stats")
+    path = settings.table_path(store.storage, CHANGELOG)
+    ensure_tables(spark, settings, store)
+    assert read_log_state(path).configuration[INTERVAL_PROPERTY] == NO_COMMIT_CHECKPOINTS
+    created = versions_behind(spark, path)[0]
+    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('{INTERVAL_PROPERTY}')")  # as an older table
+    assert INTERVAL_PROPERTY not in read_log_state(path).configuration
+    ensure_tables(spark, settings, store)
+    assert read_log_state(path).configuration[INTERVAL_PROPERTY] == NO_COMMIT_CHECKPOINTS
+    assert versions_behind(spark, path)[0] == created + 2  # the unset, then one commit that sets it
+    ensure_tables(spark, settings, store)
+    assert versions_behind(spark, path)[0] == created + 2  # nothing missing: no commit
+    assert spark.read.format("delta").load(path).where(F.lit(True)).count() == 0
