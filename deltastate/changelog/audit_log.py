@@ -8,10 +8,19 @@ no rows, to carry its audit.
 The intake table stays the audit's queryable history: `flush_audits` copies the audits of changelog
 commits into it, each lineage's rows in one idempotent append (txnAppId = the lineage's intake app
 id, txnVersion = its newest batch), so a copy repeated after a crash, or by two processes at once,
-lands once. The engine flushes when a run starts, every `DELTASTATE_AUDIT_FLUSH_SECONDS` while it
-runs, and when it stops; restore flushes before it reads the audit. Readers that only follow the
-history (store pages, metrics, retention) see it up to one flush interval late, which moves nothing
-they answer past what the changelog holds: a later stream time only ever retains less.
+lands once. Every copy's last commit records the changelog version it covers and each lineage's
+newest batch copied (its marker), with its rows, so a crash cannot separate rows and marker.
+
+The engine flushes when a run starts and when it stops, and restore flushes before it reads the
+audit. While a run goes on, its own thread copies every `DELTASTATE_AUDIT_FLUSH_SECONDS` as plain
+appends: the run holds the store's writer lock, so no other copy races it, and the marker says where
+the next copy resumes. A plain append costs no state reconstruction (the idempotent check rebuilds
+the table's snapshot, seconds on a busy machine), but it does not move the lineage's txn version,
+which the run-start readers use (the ledger, the replay check, the checkpoint check); so every flush
+first brings the txn versions up to the newest marker's batches, with an empty idempotent append
+when they lag. Readers that only follow the history (store pages, metrics, retention) see it up to
+one copy interval late, which moves nothing they answer past what the changelog holds: a later
+stream time only ever retains less.
 
 commitInfo is not kept in Delta checkpoints, and JSON commits leave the log after
 `delta.logRetentionDuration` (30 days): the intake copy is what makes the audit permanent, and a
@@ -23,14 +32,12 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import threading
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.deltalog import commit_metadata, local_dir, user_metadata_newest_first
@@ -59,7 +66,10 @@ from deltastate.stores.definition import StoreDefinition
 log = logging.getLogger(__name__)
 
 AUDIT_KEY = "deltastate.audit"  # a changelog commit's userMetadata: {AUDIT_KEY: {app_id, row}}
-FLUSH_KEY = "deltastate.copied_through"  # an intake commit's userMetadata: {FLUSH_KEY: changelog version}
+# A copy's marker, an intake commit's userMetadata: {FLUSH_KEY: changelog version, BATCHES_KEY:
+# {intake app id: newest batch copied}} (markers written before BATCHES_KEY have only FLUSH_KEY).
+FLUSH_KEY = "deltastate.copied_through"
+BATCHES_KEY = "deltastate.copied_batches"
 _ROW_COLUMNS = tuple(name for name, _ in INTAKE_COLUMNS if name != WRITE_TIME)
 _SCHEMA = ", ".join(f"{name} {type_}" for name, type_ in INTAKE_COLUMNS if name != WRITE_TIME)
 _MARKER_SEARCH = 50  # intake commits searched, newest first, for the last flush marker
@@ -129,6 +139,12 @@ def append_audit(df: DataFrame, path: str, app_id: str, batch_id: int, metadata:
 
 def copied_through(spark: SparkSession, intake: str) -> int:
     """The changelog version the intake's newest audit copy covers (-1: none found)."""
+    return _newest_marker(spark, intake)[0]
+
+
+def _newest_marker(spark: SparkSession, intake: str) -> tuple[int, dict[str, int]]:
+    """The newest copy marker: (changelog version covered, intake app id -> newest batch copied);
+    (-1, {}) when none is found."""
     from delta.tables import DeltaTable
 
     if local_dir(intake) is not None:  # the local log's commit files, no Spark job
@@ -139,10 +155,11 @@ def copied_through(spark: SparkSession, intake: str) -> int:
     for text in found:
         if text and FLUSH_KEY in text:
             try:
-                return int(json.loads(text)[FLUSH_KEY])
-            except (ValueError, TypeError, KeyError):
+                marker = json.loads(text)
+                return int(marker[FLUSH_KEY]), {str(a): int(b) for a, b in marker.get(BATCHES_KEY, {}).items()}
+            except (ValueError, TypeError, KeyError, AttributeError):
                 continue
-    return -1
+    return -1, {}
 
 
 def pending_audits(spark: SparkSession, changelog: str, since: int) -> tuple[int, list[tuple[BatchAudit, datetime]]]:
@@ -189,11 +206,10 @@ def flush_audits(spark: SparkSession, settings: Settings, store: StoreDefinition
 
 
 def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
-    newest, found = pending_audits(spark, changelog, copied_through(spark, intake))
-    if not found:
-        return 0
-    held = txn_versions(spark, intake)
-    if held is None:  # txn entries may expire: what the table holds is the answer
+    through, plainly_copied = _newest_marker(spark, intake)
+    newest, found = pending_audits(spark, changelog, through)
+    held = txn_versions(spark, intake) if found or plainly_copied else {}
+    if held is None and found:  # txn entries may expire: what the table holds is the answer
         present = {(r[LINEAGE_ID], int(r[BATCH_ID])) for r in
                    spark.read.format("delta").load(intake).select(LINEAGE_ID, BATCH_ID).collect()}
 
@@ -202,96 +218,42 @@ def _flush_once(spark: SparkSession, changelog: str, intake: str) -> int:
         return ((audit.row[LINEAGE_ID], batch) in present if held is None
                 else batch <= held.get(audit.app_id, -1))
 
-    return _append_copies(spark, intake, [(a, at) for a, at in found if not copied(a)], newest)
+    missing = [(a, at) for a, at in found if not copied(a)]
+    appending = {a.app_id for a, _ in missing}  # their idempotent appends move their txn versions
+    _settle_txn_versions(spark, intake, {app: b for app, b in plainly_copied.items() if app not in appending}, held)
+    return append_copies(spark, intake, missing, newest) if missing else 0
 
 
-def _append_copies(spark: SparkSession, intake: str, audits: list[tuple[BatchAudit, datetime]],
-                   through_version: int) -> int:
-    """One idempotent intake append per lineage (txnVersion = its newest batch), each recording the
-    changelog version the copy covers; returns the rows appended."""
+def _settle_txn_versions(spark: SparkSession, intake: str, copied: dict[str, int],
+                         held: dict[str, int] | None) -> None:
+    """Brings each lineage's intake txn version (held: the current ones) up to the newest batch a
+    plain copy landed, with an empty idempotent append: a commit that only records the version."""
+    if held is None:  # txn entries that may expire: their readers scan the rows instead (txn_log)
+        return
+    for app_id, batch in sorted(copied.items()):
+        if held.get(app_id, -1) < batch:
+            append_audit(audit_rows(spark, []), intake, app_id, batch)
+
+
+def append_copies(spark: SparkSession, intake: str, audits: list[tuple[BatchAudit, datetime]],
+                   through_version: int, idempotent: bool = True) -> int:
+    """One intake append per lineage, the last one carrying the copy's marker (the changelog version
+    the copy covers, each lineage's newest batch): a crash between two appends leaves the marker
+    where it was, and the next copy finds the first lineage's rows by their txn version. idempotent:
+    txnVersion = the lineage's newest batch (a plain append only for a run's own copies, one
+    lineage, under its writer lock). Returns the rows appended."""
     by_app: dict[str, list[tuple[BatchAudit, datetime]]] = {}
     for audit, at in audits:
         by_app.setdefault(audit.app_id, []).append((audit, at))
-    marker = json.dumps({FLUSH_KEY: through_version})
-    for app_id, own in sorted(by_app.items()):
-        own.sort(key=lambda a: int(a[0].row[BATCH_ID]))
-        rows = [a.row for a, _ in own]
-        append_audit(audit_rows(spark, rows, [at for _, at in own]), intake, app_id, int(rows[-1][BATCH_ID]), marker)
+    newest = {app_id: max(int(a.row[BATCH_ID]) for a, _ in own) for app_id, own in by_app.items()}
+    marker = json.dumps({FLUSH_KEY: through_version, BATCHES_KEY: newest}, sort_keys=True)
+    apps = sorted(by_app)
+    for app_id in apps:
+        own = sorted(by_app[app_id], key=lambda a: int(a[0].row[BATCH_ID]))
+        rows = audit_rows(spark, [a.row for a, _ in own], [at for _, at in own])
+        if idempotent:
+            append_audit(rows, intake, app_id, newest[app_id], marker if app_id == apps[-1] else None)
+        else:
+            rows.write.format("delta").mode("append").option("mergeSchema", "true") \
+                .option("userMetadata", marker).save(intake)
     return len(audits)
-
-
-class BatchCommitter:
-    """A running store's batch commits (one per micro-batch) and the copies of their audits.
-
-    Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
-    asks the log whether it already landed, through Delta's idempotent-write check
-    (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
-    plain append: the same commit without that reconstruction. The run's own thread copies the
-    audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
-    stream rather than inside a batch, and an idle store's too; each copy records the changelog
-    version it covers, where the next run's start resumes copying."""
-
-    def __init__(self, settings: Settings, store: StoreDefinition, changelog_app_id: str) -> None:
-        self.changelog, self.intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
-        self.changelog_app_id = changelog_app_id
-        self.every = settings.audit_flush_seconds
-        self._first = True
-        self._pending: list[tuple[BatchAudit, datetime]] = []
-        self._lock = threading.Lock()  # the batch thread adds audits while the run's thread copies
-        self._last_copy = time.monotonic()
-
-    def commit(self, records: DataFrame, batch_id: int, audit: BatchAudit,
-               counts: dict[str, Column] | None = None) -> dict[str, int]:
-        """The batch's records and audit in one changelog commit; returns the named counts over the
-        records (count_if columns, say), observed while they are written."""
-        spark = records.sparkSession
-        first, self._first = self._first, False
-        if first and self._landed(spark, batch_id, audit):
-            row = records.agg(*[c.alias(n) for n, c in counts.items()]).first() if counts else None
-            return {n: int(row[n]) for n in counts} if counts else {}
-        observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
-        rows = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
-        writer = rows.write.format("delta").mode("append").option("userMetadata", audit.metadata())
-        if first:
-            writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
-        writer.save(self.changelog)
-        with self._lock:
-            self._pending.append((audit, datetime.now()))
-        return {n: int(v) for n, v in observed.get.items()} if observed else {}
-
-    def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
-        """Whether a replayed batch is in place already. The run's start copied every committed
-        audit, so the intake table knows a batch committed with its audit; a changelog whose records
-        landed without their audit (written by two commits per batch) gets the audit row now."""
-        if (txn_versions(spark, self.intake) or {}).get(audit.app_id, -1) >= batch_id:
-            return True
-        held = txn_versions(spark, self.changelog)
-        if held is not None and held.get(self.changelog_app_id, -1) >= batch_id:
-            append_audit(audit_rows(spark, [audit.row]), self.intake, audit.app_id, batch_id)
-            return True
-        return False
-
-    def maybe_copy(self, spark: SparkSession) -> None:
-        """A copy when one is due; a failed copy is logged and retried at the next (the audits stay
-        in the changelog's commits, and the run's stop copies them or fails)."""
-        if time.monotonic() - self._last_copy < self.every:
-            return
-        self._last_copy = time.monotonic()
-        try:
-            self.copy(spark)
-        except Exception:  # noqa: BLE001 - retried; the stop's copy raises
-            log.warning("copying audits to %s failed; retrying in %.0f s", self.intake, self.every, exc_info=True)
-
-    def copy(self, spark: SparkSession) -> None:
-        """Appends the audits committed since the last copy to the intake table (idempotent)."""
-        with self._lock:
-            taken = list(self._pending)
-        if not taken:
-            return
-        # Every audit at or below this version is taken or copied: this run is the store's one writer.
-        version = changelog_version(spark, self.changelog)
-        if version is None:  # taken audits come from this changelog's commits, so it has some
-            raise RuntimeError(f"{self.changelog}: audits to copy, but no changelog commit")
-        _append_copies(spark, self.intake, taken, version)
-        with self._lock:
-            del self._pending[:len(taken)]

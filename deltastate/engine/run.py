@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from deltastate import metrics
-from deltastate.changelog.audit_log import BatchCommitter, flush_audits
+from deltastate.changelog.audit_log import flush_audits
+from deltastate.changelog.batch_commit import BatchCommitter
 from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.layout import CHANGELOG
 from deltastate.changelog.tables import ensure_tables

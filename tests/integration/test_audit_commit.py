@@ -8,6 +8,7 @@ threads at once, land once; a run that died before copying has its audits copied
 """
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,9 @@ from delta.tables import DeltaTable
 from support.reference import expected
 from support.store_checks import STORE, assert_counts, assert_state, generated, new_topic, produce, published_state
 
-from deltastate.changelog.audit_log import BatchAudit, flush_audits
+from deltastate.changelog.audit_log import BatchAudit, copied_through, flush_audits
 from deltastate.changelog.layout import CHANGELOG, INTAKE
+from deltastate.changelog.txn_log import txn_versions
 from deltastate.engine import run_store
 from deltastate.stores import load_store
 
@@ -119,6 +121,47 @@ def test_copies_land_once_and_a_dead_run_is_copied_at_the_next_start(broker: str
     ids = [r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect()]
     assert sorted(ids) == sorted(_batch_commits(spark, settings))
     assert len(ids) == first.batches + second.batches
+    exp = expected(ref.records, settings.max_value_bytes)
+    assert_counts(exp, None, spark, settings)
+    assert_state(published_state(spark, settings), exp)
+
+
+def test_a_runs_own_copies_are_plain_and_the_next_start_settles_their_txn_version(
+        broker: str, spark, make_settings, topic: str, monkeypatch) -> None:
+    import deltastate.engine.run as engine_run
+
+    settings = make_settings(audit_flush_seconds=0)  # the run's thread copies at every check
+    intake = settings.table_path(STORE, INTAKE)
+    ref = new_topic(settings, broker, topic)
+    stream = generated(900, 150, seed=13, tombstones=0.02)
+    produce(settings, topic, stream[:600], ref)
+    # A continuous run that dies after its own copies, before the stop's flush.
+    reports, stop = [], threading.Event()
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_run, "flush_audits", lambda *args: 0)
+        runner = threading.Thread(target=run_store, args=(settings, STORE), daemon=True,
+                                  kwargs={"once": False, "trigger": "1 second", "topic": topic, "stop_event": stop,
+                                          "listener": reports.append})
+        runner.start()
+        deadline = time.monotonic() + 180
+        while (sum(r.records_in for r in reports) < 600 or copied_through(spark, intake) < len(reports)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.3)
+        stop.set()
+        runner.join(120)
+    assert sum(r.records_in for r in reports) == 600 and len(reports) >= 1
+    batches = sorted(_batch_commits(spark, settings))
+    ids = [r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect()]
+    assert sorted(ids) == batches  # every batch copied once, by the run's plain copies
+    assert txn_versions(spark, intake) == {}  # a plain append records no txn version
+
+    produce(settings, topic, stream[600:], ref)
+    result = run_store(settings, STORE, once=True, topic=topic)  # its start settles, then resumes
+    app_ids = {BatchAudit.from_metadata(c["userMetadata"]).app_id for c in _history(spark, settings, CHANGELOG)
+               if BatchAudit.from_metadata(c["userMetadata"]) is not None}
+    assert txn_versions(spark, intake) == {app: max(_batch_commits(spark, settings)) for app in app_ids}
+    ids = [r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect()]
+    assert sorted(ids) == sorted(_batch_commits(spark, settings)) and result.batches >= 1
     exp = expected(ref.records, settings.max_value_bytes)
     assert_counts(exp, None, spark, settings)
     assert_state(published_state(spark, settings), exp)

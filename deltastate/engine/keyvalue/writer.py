@@ -14,7 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, append_audit, audit_record, audit_rows
+from deltastate.changelog.audit_log import BatchAudit, append_audit, audit_record, audit_rows
+from deltastate.changelog.batch_commit import BatchCommitter
 from deltastate.changelog.bookkeeping import bookkeeping_columns
 from deltastate.changelog.layout import (
     SOURCE_PARTITION,

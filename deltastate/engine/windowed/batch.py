@@ -16,7 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
-from deltastate.changelog.audit_log import BatchAudit, BatchCommitter, audit_record
+from deltastate.changelog.audit_log import BatchAudit, audit_record
+from deltastate.changelog.batch_commit import BatchCommitter
 from deltastate.changelog.bookkeeping import bookkeeping_columns
 from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from deltastate.changelog.audit_log import BatchCommitter
+from deltastate.changelog.batch_commit import BatchCommitter
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.report import BatchListener

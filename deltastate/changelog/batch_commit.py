@@ -1,0 +1,99 @@
+"""A running store's micro-batch commits: one Delta commit per batch, its records with its audit
+(changelog/audit_log.py), and the run's own copies of those audits to the intake table."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+
+from deltastate.changelog.audit_log import BatchAudit, append_audit, append_copies, audit_rows
+from deltastate.changelog.layout import CHANGELOG, INTAKE
+from deltastate.changelog.reader import changelog_version
+from deltastate.changelog.txn_log import txn_versions
+from deltastate.config import Settings
+from deltastate.stores.definition import StoreDefinition
+
+log = logging.getLogger(__name__)
+
+
+class BatchCommitter:
+    """A running store's batch commits (one per micro-batch) and the copies of their audits.
+
+    Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
+    asks the log whether it already landed, through Delta's idempotent-write check
+    (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
+    plain append: the same commit without that reconstruction. The run's own thread copies the
+    audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
+    stream rather than inside a batch, and an idle store's too, as plain appends (the module
+    docstring says why that is safe); each copy records the changelog version it covers, where the
+    next copy resumes."""
+
+    def __init__(self, settings: Settings, store: StoreDefinition, changelog_app_id: str) -> None:
+        self.changelog, self.intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
+        self.changelog_app_id = changelog_app_id
+        self.every = settings.audit_flush_seconds
+        self._first = True
+        self._pending: list[tuple[BatchAudit, datetime]] = []
+        self._lock = threading.Lock()  # the batch thread adds audits while the run's thread copies
+        self._last_copy = time.monotonic()
+
+    def commit(self, records: DataFrame, batch_id: int, audit: BatchAudit,
+               counts: dict[str, Column] | None = None) -> dict[str, int]:
+        """The batch's records and audit in one changelog commit; returns the named counts over the
+        records (count_if columns, say), observed while they are written."""
+        spark = records.sparkSession
+        first, self._first = self._first, False
+        if first and self._landed(spark, batch_id, audit):
+            row = records.agg(*[c.alias(n) for n, c in counts.items()]).first() if counts else None
+            return {n: int(row[n]) for n in counts} if counts else {}
+        observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
+        rows = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
+        writer = rows.write.format("delta").mode("append").option("userMetadata", audit.metadata())
+        if first:
+            writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
+        writer.save(self.changelog)
+        with self._lock:
+            self._pending.append((audit, datetime.now()))
+        return {n: int(v) for n, v in observed.get.items()} if observed else {}
+
+    def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
+        """Whether a replayed batch is in place already. The run's start copied every committed
+        audit, so the intake table knows a batch committed with its audit; a changelog whose records
+        landed without their audit (written by two commits per batch) gets the audit row now."""
+        if (txn_versions(spark, self.intake) or {}).get(audit.app_id, -1) >= batch_id:
+            return True
+        held = txn_versions(spark, self.changelog)
+        if held is not None and held.get(self.changelog_app_id, -1) >= batch_id:
+            append_audit(audit_rows(spark, [audit.row]), self.intake, audit.app_id, batch_id)
+            return True
+        return False
+
+    def maybe_copy(self, spark: SparkSession) -> None:
+        """A copy when one is due; a failed copy is logged and retried at the next (the audits stay
+        in the changelog's commits, and the run's stop copies them or fails)."""
+        if time.monotonic() - self._last_copy < self.every:
+            return
+        self._last_copy = time.monotonic()
+        try:
+            self.copy(spark)
+        except Exception:  # noqa: BLE001 - retried; the stop's copy raises
+            log.warning("copying audits to %s failed; retrying in %.0f s", self.intake, self.every, exc_info=True)
+
+    def copy(self, spark: SparkSession) -> None:
+        """Appends the audits committed since the last copy to the intake table (idempotent)."""
+        with self._lock:
+            taken = list(self._pending)
+        if not taken:
+            return
+        # Every audit at or below this version is taken or copied: this run is the store's one writer.
+        version = changelog_version(spark, self.changelog)
+        if version is None:  # taken audits come from this changelog's commits, so it has some
+            raise RuntimeError(f"{self.changelog}: audits to copy, but no changelog commit")
+        append_copies(spark, self.intake, taken, version, idempotent=False)
+        with self._lock:
+            del self._pending[:len(taken)]
