@@ -3,7 +3,7 @@
 Delta writes a table's checkpoint inside the commit whose version is a multiple of the table's
 `delta.checkpointInterval` (10 by default): the micro-batch that lands on such a version rebuilds
 the table's state and writes the checkpoint (seconds on a small machine) before it finishes, so one
-batch in ten was late by that much. A changelog carries an interval no commit reaches
+batch in ten would be late by that much. A changelog carries an interval no commit reaches
 (NO_COMMIT_CHECKPOINTS), and its writers checkpoint it themselves once `EVERY` commits have landed
 since its newest checkpoint: a running store from its own thread beside the stream (engine/run.py,
 with the audit copies) and when it stops; compaction and cleanup after their commits. A one-off
