@@ -10,9 +10,10 @@ import uuid
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
 from deltastate.changelog.audit_log import BatchAudit, append_audit, append_copies, audit_rows
-from deltastate.changelog.layout import CHANGELOG, INTAKE
+from deltastate.changelog.layout import BATCH_ID, CHANGELOG, INTAKE, LINEAGE_ID
 from deltastate.changelog.reader import changelog_version
 from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
@@ -27,7 +28,8 @@ class BatchCommitter:
     Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
     asks the log whether it already landed, through Delta's idempotent-write check
     (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
-    plain append: the same commit without that reconstruction. The run's own thread copies the
+    plain append: the same commit without that reconstruction. A batch's dead letters, appended
+    before its commit, follow the same rule: the first batch looks for its rows, later ones append. The run's own thread copies the
     audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
     stream rather than inside a batch, and an idle store's too, as plain appends (the module
     docstring says why that is safe); each copy records the changelog version it covers, where the
@@ -37,7 +39,7 @@ class BatchCommitter:
         self.changelog, self.intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
         self.changelog_app_id = changelog_app_id
         self.every = settings.audit_flush_seconds
-        self._first = True
+        self._first_batch: int | None = None
         self._pending: list[tuple[BatchAudit, datetime]] = []
         self._lock = threading.Lock()  # the batch thread adds audits while the run's thread copies
         self._last_copy = time.monotonic()
@@ -47,7 +49,7 @@ class BatchCommitter:
         """The batch's records and audit in one changelog commit; returns the named counts over the
         records (count_if columns, say), observed while they are written."""
         spark = records.sparkSession
-        first, self._first = self._first, False
+        first = self._replayable(batch_id)
         if first and self._landed(spark, batch_id, audit):
             row = records.agg(*[c.alias(n) for n, c in counts.items()]).first() if counts else None
             return {n: int(row[n]) for n in counts} if counts else {}
@@ -60,6 +62,24 @@ class BatchCommitter:
         with self._lock:
             self._pending.append((audit, datetime.now()))
         return {n: int(v) for n, v in observed.get.items()} if observed else {}
+
+    def append_dead_letters(self, rows: DataFrame, path: str, lineage_id: str, batch_id: int) -> None:
+        """The batch's dead letters, before its commit. A replayed batch whose dead letters landed
+        before a crash took its commit finds them (by lineage and batch: the dead-letter table's txn
+        version lags behind plain appends, so it cannot tell) and appends nothing."""
+        if self._replayable(batch_id):
+            landed = (rows.sparkSession.read.format("delta").load(path)
+                      .where((F.col(LINEAGE_ID) == F.lit(lineage_id)) & (F.col(BATCH_ID) == F.lit(batch_id)))
+                      .limit(1).count())
+            if landed:
+                return
+        rows.write.format("delta").mode("append").save(path)
+
+    def _replayable(self, batch_id: int) -> bool:
+        """Whether the batch may be a replay: Spark replays only as a run's first batch."""
+        if self._first_batch is None:
+            self._first_batch = batch_id
+        return batch_id == self._first_batch
 
     def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
         """Whether a replayed batch is in place already. The run's start copied every committed
@@ -85,7 +105,7 @@ class BatchCommitter:
             log.warning("copying audits to %s failed; retrying in %.0f s", self.intake, self.every, exc_info=True)
 
     def copy(self, spark: SparkSession) -> None:
-        """Appends the audits committed since the last copy to the intake table (idempotent)."""
+        """Appends the audits committed since the last copy to the intake table (a plain append)."""
         with self._lock:
             taken = list(self._pending)
         if not taken:

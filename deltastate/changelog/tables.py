@@ -1,8 +1,9 @@
 """Creating a store's Delta tables and appending to them exactly once.
 
-Every append carries Delta's idempotent-write options (txnAppId = the writer's lineage, txnVersion =
-the micro-batch id): a batch that Spark replays after a crash is skipped by Delta itself, so each
-micro-batch lands once whatever happens between the write and the checkpoint commit.
+`append_once` carries Delta's idempotent-write options (txnAppId = the writer's lineage, txnVersion
+= its batch or version): an append repeated after a crash is skipped by Delta itself. Cleanup's
+tombstones and a migration's seed append so; a running store's batches follow the rule in
+changelog/batch_commit.py (only a run's first batch can be a replay).
 """
 
 from __future__ import annotations

@@ -168,3 +168,38 @@ def test_a_runs_own_copies_are_plain_and_the_next_start_settles_their_txn_versio
     exp = expected(ref.records, settings.max_value_bytes)
     assert_counts(exp, None, spark, settings)
     assert_state(published_state(spark, settings), exp)
+
+
+def test_a_replayed_batch_finds_its_dead_letters_and_appends_them_once(broker: str, spark, make_settings,
+                                                                         topic: str, monkeypatch) -> None:
+    from deltastate.changelog.batch_commit import BatchCommitter
+
+    settings = make_settings(audit_flush_seconds=1e9)
+    dead_path = settings.table_path(STORE, "deadletter")
+    ref = new_topic(settings, broker, topic)
+    stream = generated(900, 150, seed=17)
+    for i in range(0, len(stream), 30):  # a bad record in every stretch of 30, so in every batch
+        stream.insert(i, (f"p-bad-{i}".encode(), b"{not json"))
+    produce(settings, topic, stream, ref)
+    real_commit = BatchCommitter.commit
+
+    def crash_before_commit(self, records, batch_id, audit, counts=None):
+        if batch_id == 1:  # its dead letters are in; a crash takes the commit
+            raise RuntimeError("killed between the dead letters and the commit")
+        return real_commit(self, records, batch_id, audit, counts)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchCommitter, "commit", crash_before_commit)
+        with pytest.raises(Exception, match="killed between"):
+            run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=300)
+    landed = spark.read.format("delta").load(dead_path).groupBy("batch_id").count().collect()
+    assert {r["batch_id"] for r in landed} == {0, 1}, "batch 1's dead letters landed before the failed commit"
+
+    result = run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=300)  # replays batch 1
+    assert result.batches >= 2
+    exp = expected(ref.records, settings.max_value_bytes)
+    dead = spark.read.format("delta").load(dead_path)
+    assert dead.count() == exp.dead_lettered >= 30
+    assert dead.select("partition", "offset").distinct().count() == exp.dead_lettered
+    assert_counts(exp, None, spark, settings)
+    assert_state(published_state(spark, settings), exp)

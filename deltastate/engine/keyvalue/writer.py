@@ -21,7 +21,6 @@ from deltastate.changelog.layout import (
     SOURCE_PARTITION,
     WRITE_TIME,
 )
-from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
@@ -102,7 +101,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
             stated = time.perf_counter()
             # A replayed batch whose audit already landed has its records, dead letters and audit in place.
             if audit.counts and not ledger.audited:
-                _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id, paths[layout.DEADLETTER])
+                _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id, paths[layout.DEADLETTER],
+                                    committer)
                 record = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
                     lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
                 if writes_changelog:
@@ -124,7 +124,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
 
 
 def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
-                        topic: str, audit: BatchCounts, batch_id: int, path: str) -> None:
+                        topic: str, audit: BatchCounts, batch_id: int, path: str, committer: BatchCommitter) -> None:
     expected = audit.total(layout.DEAD_LETTERED)
     if not expected:
         return
@@ -137,6 +137,6 @@ def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
                     f"store {store.name!r}, batch {batch_id}: {expected} records of topic {topic!r} failed, but "
                     f"reading offsets {audit.with_dead_letters()} again found {found}; the batch's dead letters "
                     "and audit row were not written")
-            append_once(dead, path, lineage.app_id(layout.DEADLETTER), batch_id)
+            committer.append_dead_letters(dead, path, lineage.lineage_id, batch_id)
         finally:
             dead.unpersist()

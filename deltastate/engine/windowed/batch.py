@@ -26,7 +26,6 @@ from deltastate.changelog.layout import (
     WRITE_TIME,
 )
 from deltastate.changelog.rules import retention_horizon
-from deltastate.changelog.tables import append_once
 from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
@@ -249,8 +248,8 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             totals[layout.LATE] = sum(late_by_partition.values())
             if totals[layout.DEAD_LETTERED]:
                 dead = _dead_letters(b, session_late)
-                append_once(dead_letter_rows(dead, lineage, batch_id), paths[layout.DEADLETTER],
-                            lineage.app_id(layout.DEADLETTER), batch_id)
+                committer.append_dead_letters(dead_letter_rows(dead, lineage, batch_id), paths[layout.DEADLETTER],
+                                              lineage.lineage_id, batch_id)
             batch_max = {int(r["partition"]): int(r["batch_max"]) for r in per_partition if r["batch_max"] is not None}
             new_times = advance(clock.times, batch_max)
             audit = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
