@@ -3,9 +3,10 @@ seeded random input goes through the key-value engine's fold in the JVM (Resetta
 table's combines) and through the Python fold that `latest` reads and the LRU store use
 (ops.combine), for every op the key-value engine takes and every value type the op allows, and the
 results are compared per key. The input has nulls (absent values), tombstones and dead letters (no
-position). As in the engine, where a batch's partial follows the state's, each key's records come as
-two partials of consecutive positions (an earlier and a later one, in two Spark partitions, in
-position order within each), which Spark merges in either order."""
+position, tombstones or not). As in the engine, where a batch's partial follows the state's, each
+key's records come as two partials of consecutive positions (an earlier and a later one, in two
+Spark partitions, in position order within each), which Spark merges in either order. The fold's
+state in a streaming checkpoint keeps the layout that checkpoints already written hold."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def records(rng: random.Random, name: str, value_type: str) -> list[Record]:
             kind, part = rng.random(), int(pos >= cut)
             if kind < 0.08:
                 out.append((key, pos, True, None, part))
-            elif kind < 0.14:
-                out.append((key, None, False, contribution(name, random_value(rng, value_type)), part))
+            elif kind < 0.14:  # a dead letter, tombstone or not: no position, so the fold ignores it
+                out.append((key, None, rng.random() < 0.5, contribution(name, random_value(rng, value_type)), part))
             else:
                 out.append((key, pos, False, contribution(name, random_value(rng, value_type)), part))
     return out
@@ -83,3 +84,30 @@ def test_the_jvm_fold_and_the_python_fold_agree(spark: SparkSession, name: str, 
     assert {k: v for k, v in got.items() if k in expected} == expected
     assert all(v == (0, None) for k, v in got.items() if k not in expected)
     assert any(value is not None for _, value in expected.values())  # the input exercised the op
+
+
+# The fold's buffer as a store's streaming checkpoint holds it: a store's next run reads the state
+# its last run wrote, so this layout is a contract with every checkpoint already written.
+CHECKPOINT_LAYOUT = [("first_pos", "bigint", True), ("last_pos", "bigint", True), ("reset_pos", "bigint", False),
+                     ("n", "bigint", False), ("s0", "bigint", True), ("s1", "double", True), ("s2", "string", True)]
+
+
+def test_the_fold_keeps_the_state_layout_of_existing_checkpoints(spark: SparkSession, tmp_path) -> None:
+    fold = "op_table_fold_layout"
+    spark._jvm.io.deltastate.Udafs.registerFold(spark._jsparkSession, fold, "add,max,latest", "long,double,string")
+    schema = StructType([StructField("key", StringType()), StructField("pos", LongType()),
+                         StructField("reset", BooleanType()), StructField("v", DoubleType()),
+                         StructField("s", StringType())])
+    rows = [(f"k{i % 3}", i, i == 4, i / 2, f"s{i}") for i in range(9)]
+    spark.createDataFrame(rows, schema).write.parquet(str(tmp_path / "in"))
+    folded = (spark.readStream.schema(schema).parquet(str(tmp_path / "in")).groupBy("key")
+              .agg(F.call_function(fold, "pos", "reset", F.lit(1).cast("bigint"), "v", "s").alias("f")))
+    seen = []
+    query = (folded.writeStream.outputMode("update").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .foreachBatch(lambda batch, _: seen.extend(batch.collect())).start())
+    query.awaitTermination()
+    assert {r["key"]: r["f"]["n"] for r in seen} == {"k0": 3, "k1": 1, "k2": 3}  # k1's tombstone at 4
+    state = spark.read.format("statestore").load(str(tmp_path / "checkpoint"))
+    layout = [(f.name, f.dataType.simpleString(), f.nullable) for f in state.schema["value"].dataType.fields]
+    assert layout == CHECKPOINT_LAYOUT

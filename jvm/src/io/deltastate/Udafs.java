@@ -9,9 +9,15 @@ import org.apache.spark.sql.types.DataTypes;
 public final class Udafs {
     private Udafs() {}
 
-    /** combines: one per slot, comma-separated ("add", "min", "max", "latest"; deltastate/stores/ops.py). */
+    /**
+     * Registers the resettable fold as a SQL function of the session (a Catalyst aggregate, so no
+     * UDF wrapper sits between it and the generated code). combines: one per slot, comma-separated
+     * ("add", "min", "max", "latest"; deltastate/stores/ops.py); types: "long", "double" or "string".
+     */
     public static void registerFold(SparkSession spark, String name, String combines, String types) {
-        spark.udf().register(name, new ResettableFold(combines.split(","), types.split(",")));
+        ((org.apache.spark.sql.classic.SparkSession) spark).sessionState().functionRegistry()
+                .createOrReplaceTempFunction(name,
+                        args -> new ResettableFold(args, combines, types), "java_udf");
     }
 
     /** Registers StreamTime; non-deterministic, so the optimizer neither reorders nor repeats it. */
