@@ -1,8 +1,8 @@
 """One Delta commit per micro-batch: the changelog records and the batch's audit land together, and the
 intake table receives the audits as a copy (real broker, Spark and Delta).
 
-A run whose copy interval outlasts it writes one changelog commit per batch and no intake commit
-until it stops; the copy then holds every batch's audit exactly once, with the commit's time, and
+A run whose copy interval outlasts it writes one changelog commit (of one file) per batch and no
+intake commit until it stops; the copy then holds every batch's audit exactly once, with the commit's time, and
 reconciles with a reference computed from the produced records. Copies repeated, or run by two
 threads at once, land once; a run that died before copying has its audits copied by the next start.
 """
@@ -56,6 +56,8 @@ def test_a_batch_is_one_commit_and_the_intake_holds_its_audit_once(broker: str, 
     # its creation and one copy: no per-batch audit commit.
     writes = [c for c in _history(spark, settings, CHANGELOG) if c["operation"] == "WRITE"]
     assert len(writes) == result.batches
+    # A batch of a few hundred records is written as one file (one task, one file for readers to open).
+    assert [int(c["operationMetrics"]["numFiles"]) for c in writes] == [1] * result.batches
     intake_writes = [c for c in _history(spark, settings, INTAKE) if c["operation"] == "WRITE"]
     assert len(intake_writes) == 1
     assert BatchAudit.from_metadata(intake_writes[0]["userMetadata"]) is None  # a copy, not a batch

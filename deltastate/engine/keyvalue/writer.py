@@ -66,6 +66,16 @@ def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, 
     )
 
 
+# Changelog records per file a batch writes: a micro-batch of a running store writes one file (one
+# task, and one file for every reader of the commit to open), a backlog's batch one per this many.
+RECORDS_PER_FILE = 500_000
+
+
+def files_for(records: int) -> int:
+    """How many files a batch of this many changelog records is written as."""
+    return max(1, -(-records // RECORDS_PER_FILE))
+
+
 def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage, topic: str,
                  committer: BatchCommitter, listener: BatchListener | None = None):
     """One micro-batch of a key-value store: its dead letters, then one commit of its changelog
@@ -82,19 +92,20 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         committed_row = None
         b = batch.persist()
         try:
-            # One job runs the stateful plan into the cache and summarises it: a row per audit group
-            # (its running totals) and one row for the key groups (their changelog records by op).
+            # One job runs the stateful plan into the cache and summarises it in one row: the audit
+            # groups' rows (their running totals) and the key groups' changelog records by op. A
+            # global aggregate, so its last stage is one task, not one per shuffle partition.
             changed = F.col("fold.last_pos").isNotNull()
-            summary = b.groupBy(AUDIT_PARTITION).agg(
-                *[F.max(c).alias(c) for c in AUDIT_COLUMNS],
+            audit_group = F.col(AUDIT_PARTITION).isNotNull()
+            summary = b.agg(
+                F.collect_list(F.when(audit_group, F.struct(AUDIT_PARTITION, *AUDIT_COLUMNS))).alias("audits"),
                 F.count_if(changed & (F.col("fold.n") > 0)).alias(layout.OP_PUT),
-                F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)).collect()
+                F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)).first()
             running = {int(r[AUDIT_PARTITION]): RunningTotals(
                            tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
                            None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
-                       for r in summary if r[AUDIT_PARTITION] is not None}
-            by_op = {op: int(r[op]) for r in summary if r[AUDIT_PARTITION] is None
-                     for op in (layout.OP_PUT, layout.OP_DELETE) if r[op]}
+                       for r in summary["audits"]}
+            by_op = {op: int(summary[op]) for op in (layout.OP_PUT, layout.OP_DELETE) if summary[op]}
             if ledger.next_batch != batch_id:
                 ledger = load_ledger(spark, settings, store, lineage, batch_id)
             audit = batch_audit(ledger, running, store.name, batch_id)
@@ -107,7 +118,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                     lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
                 if writes_changelog:
                     records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
-                    committer.commit(records, batch_id, record)
+                    committer.commit(records.coalesce(files_for(sum(by_op.values()))), batch_id, record)
                 else:
                     append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
                 committed_row = {**record.row, WRITE_TIME: datetime.now()}
