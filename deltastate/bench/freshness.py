@@ -71,7 +71,7 @@ class FreshnessFigures:
         out = [f"bench freshness {self.store} ({self.store_type}): consistency={self.consistency}, "
                f"{self.rate:,} events/s, trigger {self.trigger}, {self.cores} cores"]
         if self.warmup_batches:
-            out.append(f"  warm-up: {self.warmup_s:.0f} s of load before the first probe ({self.warmup_batches} "
+            out.append(f"  warm-up: {self.warmup_s:.0f} s of load before the measured batches ({self.warmup_batches} "
                        "micro-batches: the JVM's start and JIT, not counted)")
         if self.visible_s:
             v = self.visible_s
@@ -301,9 +301,11 @@ def _batch_figures(figures: FreshnessFigures, result, reports: list, after: int 
         figures.processing_rate = statistics.fmean(p.get("processedRowsPerSecond") or 0.0 for p in progress)
 
 
-def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, partitions: int = 4) -> FreshnessFigures:
+def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, partitions: int = 4,
+              warmup_seconds: float = 60.0) -> FreshnessFigures:
     """Spark's own floor at this trigger and load: a trivial stateful query (a count per Kafka key
-    in RocksDB state, update mode) whose batch writer only counts the changed keys, writing nothing."""
+    in RocksDB state, update mode) whose batch writer only counts the changed keys, writing nothing.
+    Its batches in the first warmup_seconds of load are not counted, as the store's are not."""
     from deltastate.infra.spark import get_spark
     from deltastate.ingest.producer import ensure_topic
 
@@ -322,17 +324,23 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
              .foreachBatch(lambda batch, _: batch.count()).start())
     load.start()
     try:
+        time.sleep(warmup_seconds)
+        warm = max((p["batchId"] for p in _progress(query)), default=-1)
         time.sleep(seconds)
     finally:
         load.stop.set()
         load.join()
         query.stop()
-    progress = [p for p in (p if isinstance(p, dict) else dict(p) for p in query.recentProgress)
-                if p.get("numInputRows")]
-    for p in progress[2:]:  # past the first batches' start-up
+    figures.warmup_s, figures.warmup_batches = warmup_seconds, warm + 1
+    progress = [p for p in _progress(query) if p.get("numInputRows") and p["batchId"] > warm]
+    for p in progress[1 if warm < 0 else 0:]:  # without a warm-up, past the first batch's start-up
         for name in SPARK_DURATIONS:
             if name in p.get("durationMs", {}):
                 figures.spark.setdefault(name, []).append(p["durationMs"][name] / 1000)
     figures.batch_s = figures.spark.get("triggerExecution", [])
     figures.produced = load.sent
     return figures
+
+
+def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)
+    return [p if isinstance(p, dict) else dict(p) for p in query.recentProgress]

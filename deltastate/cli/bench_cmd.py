@@ -146,10 +146,10 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
               help="The read the probes poll.")
 @click.option("--idle-seconds", default=20.0, show_default=True, help="How long to measure an idle store's CPU (0: skip).")
 @click.option("--warmup-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
-              help="Load before the first probe; its micro-batches are not counted.")
+              help="Load before the first probe (or the floor's measured batches); its micro-batches are not counted.")
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
 @click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
-                                            "and load for --probes seconds.")
+                                            "and load for --probes seconds after the warm-up.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
               warmup_seconds: float, port: int, floor: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
@@ -161,7 +161,7 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
     if settings.uses_local_broker:
         LocalBroker(settings).up()
     if floor:
-        figures = run_floor(settings, rate, probes, trigger)
+        figures = run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds)
     else:
         figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
                                       echo=click.echo, warmup_seconds=warmup_seconds)

@@ -1,13 +1,14 @@
 """`deltastate bench freshness` and `bench commit` run the real parts and report coherent figures:
 every probe becomes visible through the REST service, at both consistencies, and the batch
-breakdown and Spark's durations are filled from the run."""
+breakdown and Spark's durations are filled from the run; the floor (`--floor`) counts only the
+batches after its warm-up."""
 
 from __future__ import annotations
 
 import pytest
 
 from deltastate.bench.commit import run_commit_bench
-from deltastate.bench.freshness import run_freshness_bench
+from deltastate.bench.freshness import run_floor, run_freshness_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -34,3 +35,11 @@ def test_bench_commit_times_both_kinds_of_append(spark, make_settings):
     figures = run_commit_bench(make_settings(), appends=10)
     assert set(figures.seconds) == {"idempotent (txnAppId)", "plain append"}
     assert all(len(v) == 5 and min(v) > 0 for v in figures.seconds.values())
+
+
+def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_settings):
+    figures = run_floor(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=6)
+    assert figures.warmup_batches >= 1 and figures.produced > 0
+    # One trigger a second: at most one batch per second of the measured six (and a last one).
+    assert 1 <= len(figures.batch_s) <= 8 and all(s > 0 for s in figures.batch_s)
+    assert "warm-up:" in "\n".join(figures.lines())
