@@ -19,7 +19,7 @@ test: export DELTASTATE_BROWSER := 1
 # session: many tests wait on a broker, a scheduler or a child process, and the other worker uses
 # that time. TEST_WORKERS=0 runs in this process alone.
 TEST_WORKERS ?= 2
-test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (43.9-47.6 min on 2 cores, its budget 45)
+test: setup       ## every test, through the real broker, Spark, Delta and DuckDB (24-34 min on 2 cores, up to 48 on a slower machine of that size; its budget 45)
 	$(UV) pytest -m "not soak" -q -p no:cacheprovider --durations=40 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-unit: setup  ## pure functions only

@@ -52,8 +52,9 @@ def _state(spark, settings) -> dict[str, tuple]:
 
 def test_compaction_keeps_state_drops_superseded_and_old_tombstones(broker: str, spark, make_settings, topic: str,
                                                                      monkeypatch) -> None:
-    # One micro-batch per segment: several sealed segments and one active.
-    monkeypatch.setattr(layout, "BATCHES_PER_SEGMENT", 1)
+    # Two micro-batches (two files) per segment: several sealed segments, each of several files, and
+    # one active.
+    monkeypatch.setattr(layout, "BATCHES_PER_SEGMENT", 2)
     settings = make_settings()
     ref = new_topic(settings, broker, topic)
     early = [f"early-{i}" for i in range(12)]  # deleted in round 1: past retention at compaction
@@ -65,13 +66,13 @@ def test_compaction_keeps_state_drops_superseded_and_old_tombstones(broker: str,
         generated(1_500, 200, seed=33, tombstones=0.02) + [(k.encode(), None) for k in late],
         generated(800, 200, seed=34, tombstones=0.02),
     ]
-    # Run 1 applies round 1 in one micro-batch; run 2 applies rounds 2-4 in several bounded ones.
+    # Run 1 applies round 1 in one micro-batch; run 2 applies rounds 2-4 in six bounded ones.
     produce(settings, topic, rounds[0], ref)
     run_store(settings, STORE, once=True, topic=topic)
     cut = now_ms() + 1  # after round 1's tombstones were written, before any later one
     for records in rounds[1:]:
         produce(settings, topic, records, ref)
-    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=1_400)
+    run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=700)
     exp = expected(ref.records, settings.max_value_bytes)
 
     changelog = table(spark, settings, "changelog")
