@@ -22,12 +22,17 @@ def _write(spark, folder: str, run: str, batch: int, rows: list[tuple], sweep: i
     return spark._jvm.io.deltastate.LiveEntryStore.write(df._jdf, folder, run, batch, PARTITIONS, sweep, horizon)
 
 
-def _read(spark, folder: str, run: str, version: int, keys: list[str]) -> set[tuple]:
+def _read(spark, folder: str, run: str, version: int, keys: list[str | tuple]) -> set[tuple]:
+    """The entries at version of each key asked: a key alone asks for every entry of it, a tuple
+    (key, window_start, window_end) for that one entry."""
     values = spark.createDataFrame([], COLUMNS).select("count", "total").schema
     jvalues = spark._jsparkSession.parseDataType(values.json())
-    asked = spark.createDataFrame([(k,) for k in keys], "key string")
+    asked = spark.createDataFrame([k if isinstance(k, tuple) else (k, None, None) for k in keys],
+                                  "key string, window_start long, window_end long")
     found = spark._jvm.io.deltastate.LiveEntryStore.read(asked._jdf, jvalues, folder, run, version, PARTITIONS)
-    return {tuple(r) for r in DataFrame(found, spark).collect()}
+    rows = [tuple(r) for r in DataFrame(found, spark).collect()]
+    assert len(rows) == len(set(rows)), f"an entry returned twice: {sorted(rows)}"
+    return set(rows)
 
 
 def test_versions_follow_batches_and_a_replay_changes_nothing(spark, tmp_path):
@@ -46,6 +51,21 @@ def test_versions_follow_batches_and_a_replay_changes_nothing(spark, tmp_path):
     assert _read(spark, folder, run, 1, ["a", "b"]) == after_first
     assert _read(spark, folder, str(uuid.uuid4()), 2, ["a", "b"]) == after_second
     assert _read(spark, folder, run, 2, ["b"]) == {("b", 0, 5, 8, 3.0)}
+
+
+def test_a_read_looks_up_the_windows_asked_or_every_window_of_a_key(spark, tmp_path):
+    """An entry asked by its bounds is that entry alone (none when absent); a key asked with null
+    bounds is every entry of it, whatever windows of it are asked too; an entry asked twice, or by
+    its bounds and its key, comes back once."""
+    folder, run = str(tmp_path / "live"), str(uuid.uuid4())
+    keys = [chr(ord("a") + i) for i in range(8)]  # spread over the 4 partitions
+    rows = [(k, s, s + 5, False, s, float(i)) for i, k in enumerate(keys) for s in (0, 1, 2, 3)]
+    _write(spark, folder, run, 0, rows)
+    entry = {r[:3]: r[:3] + r[4:] for r in rows}
+    asked = [("a", 1, 6), ("a", 1, 6), ("b", 3, 8), ("c", 9, 14), ("d", 2, 6)]
+    assert _read(spark, folder, run, 1, asked) == {entry[("a", 1, 6)], entry[("b", 3, 8)]}
+    whole = _read(spark, folder, run, 1, [("e", 0, 5), "e", ("e", 2, 7), "f", ("g", 3, 8)])
+    assert whole == {entry[e] for e in entry if e[0] in "ef"} | {entry[("g", 3, 8)]}
 
 @pytest.mark.parametrize("column,horizon", [(1, 5), (2, 10), (1, 0), (2, 4)])
 def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(spark, tmp_path, column, horizon):
@@ -145,3 +165,4 @@ def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(s
     assert produce_and_run(400, seed + 3, 500, 1) == 400  # a new run reads the seeded entries
     publish_snapshot(spark, settings, [load_store(settings, store)])
     assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
+

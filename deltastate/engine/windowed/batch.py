@@ -106,20 +106,32 @@ def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefi
     )
 
 
-Entries = Callable[[DataFrame], DataFrame]  # the live entries of the keys touched (column key_str)
+# The live entries a batch asks for (columns key_str, window_start, window_end): an entry by its
+# bounds, or every entry of a key with null bounds.
+Entries = Callable[[DataFrame], DataFrame]
+
+
+def _whole_keys(rows: DataFrame) -> DataFrame:
+    """Every live entry of the keys of `rows` (column key_str)."""
+    return rows.select("key_str", F.lit(None).cast("bigint").alias(layout.WINDOW_START),
+                       F.lit(None).cast("bigint").alias(layout.WINDOW_END))
 
 
 def _window_batch(spark: SparkSession, store: StoreDefinition, entries: Entries, events: DataFrame,
                   deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
-    touched = events.select("key_str").unionByName(deletes.select("key_str"))
-    state = entries(touched)
+    # The state read asks for the windows the batch's events fall into, one lookup each, so it costs
+    # what the batch touches, not what retention keeps; a key the batch deletes is read whole.
     applied = events.where(~F.col(IS_LATE))
     if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
-        puts, _ = window_changes(window_contributions(applied, store, None), state, None, store)
+        contributions = window_contributions(applied, store, None)
+        state = entries(contributions.select("key_str", layout.WINDOW_START, layout.WINDOW_END))
+        puts, _ = window_changes(contributions, state, None, store)
         return WindowedChanges(puts)
     delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                     F.max("partition").alias("delete_partition"))
     contributions = window_contributions(applied, store, delete_offsets)
+    state = entries(contributions.select("key_str", layout.WINDOW_START, layout.WINDOW_END)
+                    .unionByName(_whole_keys(deletes)))
     deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
     puts, removed = window_changes(contributions, state, deleted_keys.select(layout.KEY), store)
     assert removed is not None
@@ -144,8 +156,8 @@ def _session_batch(spark: SparkSession, store: StoreDefinition, entries: Entries
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
         F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete"))
-    touched = events.select("key_str").unionByName(deletes.select("key_str"))
-    state = entries(touched).withColumn("kind", F.lit(session_merge.STATE))
+    # A session's bounds move as it merges: the batch reads every live session of the keys it touches.
+    state = entries(_whole_keys(events).unionByName(_whole_keys(deletes))).withColumn("kind", F.lit(session_merge.STATE))
     merged_input = (state.unionByName(records, allowMissingColumns=True)
                     .unionByName(delete_records, allowMissingColumns=True))
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -224,10 +236,11 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             horizon = min(retention_horizon(spec, t) for t in clock.times.values()) if clock.times else None
             entries_here = live[0].ready(batch_id)
 
-            def entries(touched: DataFrame) -> DataFrame:
+            def entries(wanted: DataFrame) -> DataFrame:
                 if entries_here:
-                    return live[0].read(touched, batch_id, horizon)
-                return live_entries(spark, settings, store, lineage, batch_id, touched, horizon)
+                    return live[0].read(wanted, batch_id, horizon)
+                # Seeding from the changelog: every entry of the keys asked (the join keeps the windows).
+                return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)

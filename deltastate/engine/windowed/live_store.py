@@ -1,6 +1,7 @@
 """The live entries of a window or session store in Spark's state store (RocksDB), beside the
-stream's checkpoint, so a micro-batch reads the entries of the keys it touches from local state
-instead of reading the changelog back.
+stream's checkpoint, so a micro-batch reads the entries it touches from local state instead of
+reading the changelog back: a window store's batch looks up the windows its events fall into, a
+session store's batch every session of the keys it touches.
 
 Versions follow batch ids (io.deltastate.LiveEntryStore): counted from the batch that seeded the
 state (S), batch N reads version N - S, which batch N-1 committed, and writes its changes at that
@@ -93,11 +94,13 @@ class LiveStore:
         """Whether version batch_id holds every live entry; a seeding batch that is replayed seeds again."""
         return self.seeded_batch is not None and self.seeded_batch < batch_id
 
-    def read(self, keys: DataFrame, batch_id: int, horizon_ms: int | None) -> DataFrame:
-        """The live entries of the keys in `keys` (column key_str) retained at horizon_ms, as version
+    def read(self, wanted: DataFrame, batch_id: int, horizon_ms: int | None) -> DataFrame:
+        """The live entries `wanted` names (columns key_str, window_start, window_end: the entry with
+        those bounds, or with null bounds every entry of the key) retained at horizon_ms, as version
         batch_id holds them: the store key columns, then the value columns, events, source partition
         and offset."""
-        asked = keys.select(F.col("key_str").alias("key"))
+        asked = wanted.select(F.col("key_str").alias("key"), F.col(WINDOW_START).cast("bigint"),
+                              F.col(WINDOW_END).cast("bigint"))
         found = DataFrame(self.spark._jvm.io.deltastate.LiveEntryStore.read(
             asked._jdf, self.spark._jsparkSession.parseDataType(self.values.json()), self.folder, self.run_id,
             self._version(batch_id), self.partitions), self.spark)

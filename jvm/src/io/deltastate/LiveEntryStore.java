@@ -2,7 +2,10 @@ package io.deltastate;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 
 import org.apache.spark.api.java.JavaRDD;
@@ -41,6 +44,10 @@ import scala.runtime.AbstractFunction2;
  * writes exactly what its first attempt did. Entries are keyed by (key, window_start, window_end)
  * with the store key as a scan prefix; rows are partitioned by store key into a fixed number of
  * state partitions, the same every batch.
+ *
+ * A read asks for exact entries (a window a batch's events fall into: one point lookup each) or for
+ * every entry of a key (bounds null: a prefix scan, for sessions and for keys a batch deletes), so
+ * a window store's read costs what its batch touches, not what retention keeps.
  */
 public final class LiveEntryStore {
     private LiveEntryStore() {}
@@ -89,12 +96,16 @@ public final class LiveEntryStore {
         return applied;
     }
 
-    /** The live entries (key, window_start, window_end, value columns) of the keys in `keys` at version. */
-    public static Dataset<Row> read(Dataset<Row> keys, StructType values, String dir, String runId, long version,
+    /**
+     * The live entries (key, window_start, window_end, value columns) at version that `asked` names:
+     * rows (key, window_start, window_end), each the one entry with those bounds, or, with null
+     * bounds, every entry of the key. An entry asked for more than once is returned once.
+     */
+    public static Dataset<Row> read(Dataset<Row> asked, StructType values, String dir, String runId, long version,
                                     int partitions) {
         org.apache.spark.sql.classic.Dataset<Row> part =
-            (org.apache.spark.sql.classic.Dataset<Row>) keys.select("key").distinct()
-                .repartition(partitions, keys.col("key"));
+            (org.apache.spark.sql.classic.Dataset<Row>) asked.select("key", "window_start", "window_end")
+                .repartition(partitions, asked.col("key"));
         RDD<InternalRow> rdd = part.queryExecution().toRdd();
         SparkSession spark = part.sparkSession();
         StructType out = KEY_SCHEMA;
@@ -193,7 +204,10 @@ public final class LiveEntryStore {
         }
     }
 
-    /** Every entry of each key asked, from a prefix scan; the store is committed unchanged. */
+    /**
+     * The entries asked for: whole keys from a prefix scan, single windows from point lookups
+     * (skipped when their key was scanned whole); the store is committed unchanged.
+     */
     private static final class Lookup extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
             implements Serializable {
         private final StructType values;
@@ -203,32 +217,57 @@ public final class LiveEntryStore {
         }
 
         @Override
-        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> keys) {
-            UnsafeProjection prefixOf = UnsafeProjection.create(PREFIX_SCHEMA);
-            int n = values.length();
-            DataType[] types = new DataType[n];
-            for (int i = 0; i < n; i++) {
-                types[i] = values.fields()[i].dataType();
+        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> asked) {
+            Set<UTF8String> whole = new HashSet<>();
+            Set<UnsafeRow> windows = new LinkedHashSet<>();
+            UnsafeProjection keyOf = UnsafeProjection.create(KEY_SCHEMA);
+            while (asked.hasNext()) {
+                InternalRow row = asked.next();
+                UTF8String key = row.getUTF8String(0).clone();
+                if (row.isNullAt(1) || row.isNullAt(2)) {
+                    whole.add(key);
+                } else {
+                    windows.add(keyOf.apply(new GenericInternalRow(new Object[] {key, row.getLong(1), row.getLong(2)}))
+                                .copy());
+                }
             }
             List<InternalRow> out = new ArrayList<>();
-            while (keys.hasNext()) {
-                UTF8String key = keys.next().getUTF8String(0).clone();
+            UnsafeProjection prefixOf = UnsafeProjection.create(PREFIX_SCHEMA);
+            for (UTF8String key : whole) {
                 StateStoreIterator<UnsafeRowPair> entries =
                     store.prefixScan(prefixOf.apply(new GenericInternalRow(new Object[] {key})), FAMILY);
-                while (entries.hasNext()) {
-                    UnsafeRowPair pair = entries.next();
-                    Object[] row = new Object[3 + n];
-                    row[0] = pair.key().getUTF8String(0).clone();
-                    row[1] = pair.key().getLong(1);
-                    row[2] = pair.key().getLong(2);
-                    for (int i = 0; i < n; i++) {
-                        row[3 + i] = pair.value().isNullAt(i) ? null : pair.value().get(i, types[i]);
+                try {
+                    while (entries.hasNext()) {
+                        UnsafeRowPair pair = entries.next();
+                        out.add(entry(pair.key(), pair.value()));
                     }
-                    out.add(new GenericInternalRow(row));
+                } finally {
+                    entries.close();
+                }
+            }
+            for (UnsafeRow window : windows) {
+                if (whole.contains(window.getUTF8String(0))) {
+                    continue;
+                }
+                UnsafeRow value = store.get(window, FAMILY);
+                if (value != null) {
+                    out.add(entry(window, value));
                 }
             }
             store.abort();  // read only: the version stays as it was
             return CollectionConverters.asScala(out.iterator());
+        }
+
+        private InternalRow entry(UnsafeRow key, UnsafeRow value) {
+            int n = values.length();
+            Object[] row = new Object[3 + n];
+            row[0] = key.getUTF8String(0).clone();
+            row[1] = key.getLong(1);
+            row[2] = key.getLong(2);
+            for (int i = 0; i < n; i++) {
+                row[3 + i] = value.isNullAt(i) ? null : value.get(i, values.fields()[i].dataType());
+            }
+            return new GenericInternalRow(row);
         }
     }
 }
