@@ -24,6 +24,7 @@ import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
 import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
+import org.apache.spark.sql.internal.SessionState;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
@@ -112,8 +113,8 @@ public final class LiveEntryStore {
         for (StructField f : values.fields()) {
             out = out.add(f);
         }
-        RDD<InternalRow> found = withStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values,
-                                                new Lookup(values));
+        RDD<InternalRow> found = withReadStateStore(rdd, spark, stateInfo(dir, runId, version, partitions), values,
+                                                    new Lookup(values));
         return spark.internalCreateDataFrame(found, out, false);
     }
 
@@ -133,6 +134,30 @@ public final class LiveEntryStore {
                     scala.Function2.class, ClassTag.class)
                 .invoke(wrapped, spark.sqlContext(), info, KEY_SCHEMA, values,
                         new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1), perPartition, ROW);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("Spark's state store API is not the one deltastate was built for", e);
+        }
+    }
+
+    /**
+     * rdd's partitions, each with its state store partition opened read-only: released, not rolled
+     * back, when the task is done, so the version stays loaded for the batch's write that follows (a
+     * write store rolled back unloads its version, and the write then loads it again from the
+     * checkpoint's snapshot and changelog files).
+     */
+    @SuppressWarnings("unchecked")
+    private static RDD<InternalRow> withReadStateStore(
+            RDD<InternalRow> rdd, SparkSession spark, StatefulOperatorStateInfo info, StructType values,
+            AbstractFunction2<ReadStateStore, Iterator<InternalRow>, Iterator<InternalRow>> perPartition) {
+        try {
+            Class<?> ops = Class.forName("org.apache.spark.sql.execution.streaming.state.package$StateStoreOps");
+            Object wrapped = ops.getConstructor(RDD.class, ClassTag.class).newInstance(rdd, ROW);
+            return (RDD<InternalRow>) ops.getMethod("mapPartitionsWithReadStateStore", StatefulOperatorStateInfo.class,
+                    StructType.class, StructType.class, KeyStateEncoderSpec.class, SessionState.class, Option.class,
+                    boolean.class, scala.collection.immutable.Map.class, scala.Function2.class, ClassTag.class)
+                .invoke(wrapped, info, KEY_SCHEMA, values, new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1),
+                        spark.sessionState(), Option.apply(spark.streams().stateStoreCoordinator()), false,
+                        scala.collection.immutable.Map$.MODULE$.empty(), perPartition, ROW);
         } catch (ReflectiveOperationException e) {
             throw new IllegalStateException("Spark's state store API is not the one deltastate was built for", e);
         }
@@ -206,10 +231,10 @@ public final class LiveEntryStore {
 
     /**
      * The entries asked for: whole keys from a prefix scan, single windows from point lookups
-     * (skipped when their key was scanned whole); the store is committed unchanged.
+     * (skipped when their key was scanned whole), from the store opened read-only.
      */
-    private static final class Lookup extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
-            implements Serializable {
+    private static final class Lookup
+            extends AbstractFunction2<ReadStateStore, Iterator<InternalRow>, Iterator<InternalRow>> implements Serializable {
         private final StructType values;
 
         Lookup(StructType values) {
@@ -217,7 +242,7 @@ public final class LiveEntryStore {
         }
 
         @Override
-        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> asked) {
+        public Iterator<InternalRow> apply(ReadStateStore store, Iterator<InternalRow> asked) {
             Set<UTF8String> whole = new HashSet<>();
             Set<UnsafeRow> windows = new LinkedHashSet<>();
             UnsafeProjection keyOf = UnsafeProjection.create(KEY_SCHEMA);
@@ -254,7 +279,7 @@ public final class LiveEntryStore {
                     out.add(entry(window, value));
                 }
             }
-            store.abort();  // read only: the version stays as it was
+            store.release();  // read only: the version stays loaded, unchanged
             return CollectionConverters.asScala(out.iterator());
         }
 
