@@ -118,25 +118,15 @@ public final class LiveEntryStore {
         return spark.internalCreateDataFrame(found, out, false);
     }
 
-    /**
-     * rdd's partitions, each with its state store partition: Spark's StateStoreOps (a Scala implicit
-     * class of the state package object, which Java cannot name, hence reflection).
-     */
-    @SuppressWarnings("unchecked")
+    /** rdd's partitions, each with its state store partition opened for writing. */
     private static RDD<InternalRow> withStateStore(
             RDD<InternalRow> rdd, SparkSession spark, StatefulOperatorStateInfo info, StructType values,
             AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>> perPartition) {
-        try {
-            Class<?> ops = Class.forName("org.apache.spark.sql.execution.streaming.state.package$StateStoreOps");
-            Object wrapped = ops.getConstructor(RDD.class, ClassTag.class).newInstance(rdd, ROW);
-            return (RDD<InternalRow>) ops.getMethod("mapPartitionsWithStateStore", org.apache.spark.sql.SQLContext.class,
-                    StatefulOperatorStateInfo.class, StructType.class, StructType.class, KeyStateEncoderSpec.class,
-                    scala.Function2.class, ClassTag.class)
-                .invoke(wrapped, spark.sqlContext(), info, KEY_SCHEMA, values,
-                        new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1), perPartition, ROW);
-        } catch (ReflectiveOperationException e) {
-            throw new IllegalStateException("Spark's state store API is not the one deltastate was built for", e);
-        }
+        return stateStoreOps(rdd, "mapPartitionsWithStateStore",
+            new Class<?>[] {org.apache.spark.sql.SQLContext.class, StatefulOperatorStateInfo.class, StructType.class,
+                            StructType.class, KeyStateEncoderSpec.class, scala.Function2.class, ClassTag.class},
+            spark.sqlContext(), info, KEY_SCHEMA, values, new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1),
+            perPartition, ROW);
     }
 
     /**
@@ -145,19 +135,29 @@ public final class LiveEntryStore {
      * write store rolled back unloads its version, and the write then loads it again from the
      * checkpoint's snapshot and changelog files).
      */
-    @SuppressWarnings("unchecked")
     private static RDD<InternalRow> withReadStateStore(
             RDD<InternalRow> rdd, SparkSession spark, StatefulOperatorStateInfo info, StructType values,
             AbstractFunction2<ReadStateStore, Iterator<InternalRow>, Iterator<InternalRow>> perPartition) {
+        return stateStoreOps(rdd, "mapPartitionsWithReadStateStore",
+            new Class<?>[] {StatefulOperatorStateInfo.class, StructType.class, StructType.class,
+                            KeyStateEncoderSpec.class, SessionState.class, Option.class, boolean.class,
+                            scala.collection.immutable.Map.class, scala.Function2.class, ClassTag.class},
+            info, KEY_SCHEMA, values, new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1), spark.sessionState(),
+            Option.apply(spark.streams().stateStoreCoordinator()), false,
+            scala.collection.immutable.Map$.MODULE$.empty(), perPartition, ROW);
+    }
+
+    /**
+     * Calls one of Spark's StateStoreOps methods on rdd: a Scala implicit class of the state package
+     * object, which Java cannot name, hence reflection.
+     */
+    @SuppressWarnings("unchecked")
+    private static RDD<InternalRow> stateStoreOps(RDD<InternalRow> rdd, String method, Class<?>[] types,
+                                                  Object... args) {
         try {
             Class<?> ops = Class.forName("org.apache.spark.sql.execution.streaming.state.package$StateStoreOps");
             Object wrapped = ops.getConstructor(RDD.class, ClassTag.class).newInstance(rdd, ROW);
-            return (RDD<InternalRow>) ops.getMethod("mapPartitionsWithReadStateStore", StatefulOperatorStateInfo.class,
-                    StructType.class, StructType.class, KeyStateEncoderSpec.class, SessionState.class, Option.class,
-                    boolean.class, scala.collection.immutable.Map.class, scala.Function2.class, ClassTag.class)
-                .invoke(wrapped, info, KEY_SCHEMA, values, new PrefixKeyScanStateEncoderSpec(KEY_SCHEMA, 1),
-                        spark.sessionState(), Option.apply(spark.streams().stateStoreCoordinator()), false,
-                        scala.collection.immutable.Map$.MODULE$.empty(), perPartition, ROW);
+            return (RDD<InternalRow>) ops.getMethod(method, types).invoke(wrapped, args);
         } catch (ReflectiveOperationException e) {
             throw new IllegalStateException("Spark's state store API is not the one deltastate was built for", e);
         }
