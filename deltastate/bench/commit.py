@@ -1,7 +1,15 @@
 """Delta commit benchmark: what one small append costs, with and without Delta's idempotent-write
 options (txnAppId, txnVersion). A micro-batch of a store is one changelog commit, idempotent for a
 run's first batch and plain after it (docs/architecture.md), so this is the floor of a batch's cost
-on the committed path that deltastate's own work sits on."""
+on the committed path that deltastate's own work sits on.
+
+`log_files`: plain appends to tables whose `_delta_log` folder also holds that many more files, as a
+long-running store's log holds them (four per commit on a local disk: the commit, Delta's checksum,
+Hadoop's checksum of each). Delta lists the folder whole whenever it brings its snapshot up to date,
+so every one is paid on every commit; the extra files are empty and named to sort before every
+commit file, so Delta lists them and reads none (changelog/log_cleanup.py keeps a store's log to its
+retention: at one commit a second and the default hour, about 14,800 files).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from deltastate.config import Settings
 
@@ -27,7 +36,7 @@ class CommitFigures:
         return out
 
 
-def run_commit_bench(settings: Settings, appends: int = 25) -> CommitFigures:
+def run_commit_bench(settings: Settings, appends: int = 25, log_files: tuple[int, ...] = ()) -> CommitFigures:
     from deltastate.infra.spark import get_spark
 
     spark = get_spark(settings)
@@ -45,4 +54,19 @@ def run_commit_bench(settings: Settings, appends: int = 25) -> CommitFigures:
             times.append(time.perf_counter() - started)
         if name != "warm-up":
             seconds[name] = times[5:]
+    for count in log_files:
+        path = f"{tempfile.mkdtemp(prefix='deltastate-commit-')}/table"
+        row.write.format("delta").mode("append").save(path)
+        _fill_log(Path(path) / "_delta_log", count)
+        times = []
+        for _ in range(appends):
+            started = time.perf_counter()
+            row.write.format("delta").mode("append").save(path)
+            times.append(time.perf_counter() - started)
+        seconds[f"plain, log +{count:,} files"] = times[5:]
     return CommitFigures(appends, seconds)
+
+
+def _fill_log(log: Path, count: int) -> None:
+    for i in range(count):  # "-" sorts before "0": listed with the commits, never read as one
+        (log / f"-filler-{i:09d}").touch()

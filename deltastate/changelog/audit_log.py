@@ -22,9 +22,9 @@ when they lag. Readers that only follow the history (store pages, metrics, reten
 one copy interval late, which moves nothing they answer past what the changelog holds: a later
 stream time only ever retains less.
 
-commitInfo is not kept in Delta checkpoints, and JSON commits leave the log after
-`delta.logRetentionDuration` (30 days): the intake copy is what makes the audit permanent, and a
-flush at every run start keeps the gap far inside that.
+commitInfo is not kept in Delta checkpoints, and a commit file leaves the log when the log is
+cleaned: the intake copy is what makes the audit permanent, and the cleanup never takes a commit
+whose audit is not copied yet (maintenance/log_retention.py asks `copied_through`).
 """
 
 from __future__ import annotations

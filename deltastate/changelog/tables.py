@@ -22,6 +22,7 @@ from deltastate.changelog.layout import (
     SEGMENT,
     changelog_columns,
 )
+from deltastate.changelog.log_cleanup import log_properties, missing_log_properties
 from deltastate.changelog.log_state import read_log_state
 from deltastate.config import Settings
 from deltastate.errors import StoreDefinitionError
@@ -46,15 +47,17 @@ def _create(spark: SparkSession, path: str, columns, partition_by: str | None, c
 def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinition) -> None:
     """Creates the store's tables if missing; refuses a definition the existing ones contradict."""
     changelog = settings.table_path(store.storage, CHANGELOG)
-    # A new changelog records its definition and its checkpoint interval (changelog/checkpoints.py)
-    # in the creating commit; check_definition adds them to a table that lacks them.
+    # A new changelog records its definition, its checkpoint interval (changelog/checkpoints.py) and
+    # its log properties (changelog/log_cleanup.py) in the creating commit; check_definition adds them
+    # to a table that lacks them, as the intake's are added to an intake table.
     _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}",
             _changelog_properties(store))
     check_definition(spark, changelog, store)
     _create(spark, settings.table_path(store.storage, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")
-    _create(spark, settings.table_path(store.storage, INTAKE), INTAKE_COLUMNS, None,
-            f"deltastate intake audit of store {store.name}")
+    intake = settings.table_path(store.storage, INTAKE)
+    _create(spark, intake, INTAKE_COLUMNS, None, f"deltastate intake audit of store {store.name}", log_properties())
+    _add_missing(spark, intake, missing_log_properties(table_properties(spark, intake)))
 
 
 def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False) -> None:
@@ -80,18 +83,32 @@ def table_exists(spark: SparkSession, path: str) -> bool:
 
 
 def _changelog_properties(store: StoreDefinition) -> dict[str, str]:
-    return {compat.PROPERTY: compat.encode(store), INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS}
+    return {compat.PROPERTY: compat.encode(store), INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS, **log_properties()}
+
+
+def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's properties: a local table's from its log, others through Spark."""
+    local = read_log_state(path)
+    if local is not None and not local.absent:
+        return local.configuration
+    return DeltaTable.forPath(spark, path).detail().first()["properties"] or {}
+
+
+def _add_missing(spark: SparkSession, path: str, missing: dict[str, str]) -> None:
+    """Sets the table properties a table created by an earlier deltastate lacks, in one commit."""
+    if missing:
+        assignments = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({assignments})")
 
 
 def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefinition) -> None:
     """The changelog records the definition that wrote it (a table property); a run whose definition
     changes what the state means is refused before its first batch, naming what changed. A table
-    created without the definition or the checkpoint interval gets the missing ones, in one commit."""
+    created without the definition, the checkpoint interval or the log properties
+    (changelog/log_cleanup.py) gets the missing ones, in one commit."""
     import json
 
-    local = read_log_state(changelog_path)
-    properties = (local.configuration if local is not None and not local.absent
-                  else DeltaTable.forPath(spark, changelog_path).detail().first()["properties"] or {})
+    properties = table_properties(spark, changelog_path)
     recorded = properties.get(compat.PROPERTY)
     changes = [] if recorded is None else compat.differences(json.loads(recorded), compat.fingerprint(store))
     if changes:
@@ -99,10 +116,8 @@ def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefin
             store.name, "the definition changed in a way its existing changelog and checkpoint cannot follow: "
             + "; ".join(changes) + ". Restore the previous definition, or declare the new one as a new store "
             "(a new name) and migrate to it")
-    wanted = _changelog_properties(store)
-    if recorded is not None:
-        del wanted[compat.PROPERTY]  # the recorded definition stays the one that created the table
+    wanted = {INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS}
+    if recorded is None:  # the recorded definition stays the one that created the table
+        wanted[compat.PROPERTY] = compat.encode(store)
     missing = {key: value for key, value in wanted.items() if properties.get(key) != value}
-    if missing:
-        assignments = ", ".join(f"{sql_string_literal(k)} = {sql_string_literal(v)}" for k, v in missing.items())
-        spark.sql(f"ALTER TABLE delta.`{changelog_path}` SET TBLPROPERTIES ({assignments})")
+    _add_missing(spark, changelog_path, {**missing, **missing_log_properties(properties)})

@@ -171,11 +171,14 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
 
 @bench.command("commit")
 @click.option("--appends", default=25, show_default=True, type=click.IntRange(min=10), help="Appends per variant.")
-def commit(appends: int) -> None:
-    """What one small Delta append costs, with and without the idempotent-write options."""
+@click.option("--log-files", "log_files", multiple=True, type=click.IntRange(min=1),
+              help="Also append to a table whose log folder holds this many more files (repeatable).")
+def commit(appends: int, log_files: tuple[int, ...]) -> None:
+    """What one small Delta append costs, with and without the idempotent-write options, and as the
+    log folder grows."""
     from deltastate.bench.commit import run_commit_bench
 
-    for line in run_commit_bench(load_settings(), appends).lines():
+    for line in run_commit_bench(load_settings(), appends, log_files).lines():
         click.echo(line)
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from deltastate import metrics
 from deltastate.changelog.audit_log import flush_audits
 from deltastate.changelog.batch_commit import BatchCommitter
-from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.layout import CHANGELOG
 from deltastate.changelog.tables import ensure_tables
 from deltastate.config import Settings
@@ -31,8 +30,10 @@ from deltastate.engine.keyvalue.start import start_keyvalue
 from deltastate.engine.windowed.start import start_windowed
 from deltastate.infra.spark import get_spark
 from deltastate.infra.topics import partition_count
+from deltastate.maintenance.log_retention import maintain_logs
 from deltastate.stores import load_store
 from deltastate.stores.backends import backend_of
+from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.fence import check_may_write, fenced
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
             query.awaitTermination()
         else:
             result.stopped_by = wait_continuous(query, stop_after, stop_event, lambda: fenced(settings, store),
-                                                lambda: beside_stream(spark, committer))
+                                                lambda: beside_stream(spark, settings, store, committer))
     except BaseException as e:
         failure = e
         raise
@@ -95,7 +96,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         failure = failure or query.exception()  # a continuous run's query fails without raising here
         # The run's last audits, before anyone reads its history.
         copy_after_run(store.name, lambda: flush_audits(spark, settings, store), failure)
-        checkpoint_quietly(spark, committer.changelog)
+        maintain_logs(spark, settings, store, clean_now=True)
     if failure is not None:
         raise failure
     result.progress = [dict(p) if not isinstance(p, dict) else p for p in query.recentProgress]
@@ -103,11 +104,12 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
     return result
 
 
-def beside_stream(spark, committer: BatchCommitter) -> None:
+def beside_stream(spark, settings: Settings, store: StoreDefinition, committer: BatchCommitter) -> None:
     """A continuous run's own thread, between its checks: the audit copy when one is due, and the
-    changelog's Delta checkpoint when one is due (changelog/checkpoints.py), so no batch pays either."""
+    changelog's Delta checkpoint and the logs' cleanup when due (changelog/checkpoints.py,
+    changelog/log_cleanup.py), so no batch pays any of them."""
     committer.maybe_copy(spark)
-    checkpoint_quietly(spark, committer.changelog)
+    maintain_logs(spark, settings, store)
 
 
 def copy_after_run(store: str, copy: Callable[[], None], failure: BaseException | None) -> None:

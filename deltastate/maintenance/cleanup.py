@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from deltastate import metrics
 from deltastate.changelog import layout
-from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.layout import SOURCE_OFFSET, SOURCE_PARTITION, WRITE_TIME
 from deltastate.config import Settings
 from deltastate.maintenance import retention, ttl
+from deltastate.maintenance.log_retention import maintain_logs
 from deltastate.maintenance.stats import get_session
 from deltastate.maintenance.stats import now_ms as clock_ms
 from deltastate.report import Report
@@ -91,10 +91,10 @@ def cleanup_definition(spark: SparkSession, settings: Settings, store: StoreDefi
     if backend.expiry == TTL:
         report = _expire_ttl(spark, settings, store, version, clock_ms() if now is None else now,
                              topic or store.source.topic)
-        checkpoint_quietly(spark, settings.table_path(store.storage, layout.CHANGELOG))
+        maintain_logs(spark, settings, store, clean_now=True)
         return _done(report, started)
     written = retention.expire_windows(spark, settings, store, version, write_ms=clock_ms())
-    checkpoint_quietly(spark, settings.table_path(store.storage, layout.CHANGELOG))
+    maintain_logs(spark, settings, store, clean_now=True)
     counter = backend.expired_counter  # expired_windows or expired_sessions
     return _done(CleanupReport(**{**asdict(base), counter: written, "tombstones_written": written}), started)
 

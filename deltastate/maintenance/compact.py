@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from deltastate import metrics
-from deltastate.changelog.checkpoints import checkpoint_quietly
 from deltastate.changelog.intake import newest_audited
 from deltastate.changelog.layout import (
     BATCH_ID,
@@ -42,6 +41,7 @@ from deltastate.changelog.layout import (
     store_key_columns,
 )
 from deltastate.config import Settings
+from deltastate.maintenance.log_retention import maintain_logs
 from deltastate.maintenance.stats import (
     MaintenanceError,
     TableFigures,
@@ -123,7 +123,7 @@ def compact_changelog(spark: SparkSession, settings: Settings, store: StoreDefin
     if newest > 0:
         metrics = DeltaTable.forPath(spark, path).optimize().where(f"`{SEGMENT}` < {newest}").executeCompaction()
         optimized = _files_removed(metrics)
-    checkpoint_quietly(spark, path)
+    maintain_logs(spark, settings, store, clean_now=True)
     side = _optimize_side_tables(spark, settings, store, vacuum)
     retention, vacuumed = (None, None)
     if vacuum:
