@@ -49,6 +49,9 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
              *os.environ.get("DELTASTATE_DRIVER_JAVA_OPTS", "").split()]),
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta lists a table's _delta_log on every commit; Hadoop's local listing stats every file
+        # of the folder, this store only the files from the asked version on (jvm/src, LocalLogStore).
+        "spark.delta.logStore.file.impl": "io.deltastate.LocalLogStore",
         "spark.sql.adaptive.enabled": "false",
         # Delta rebuilds a table's snapshot with this many tasks (default 50): on a few cores and
         # logs of a few thousand actions, 50 tasks cost more than the replay itself.
