@@ -98,6 +98,18 @@ def _actions(log: Path, version: int) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def _folder_stat(table_path: str) -> tuple[int, ...] | None:
+    """What changes when a file enters or leaves a local table's log folder; None elsewhere."""
+    root = local_dir(table_path)
+    if root is None:
+        return None
+    try:
+        st = os.stat(root / "_delta_log")
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def _commit_time(log: Path, version: int) -> datetime:
     path = log / f"{version:020d}.json"
     millis = None
@@ -180,23 +192,31 @@ def user_metadata_newest_first(table_path: str) -> Iterator[str | None]:
 
 
 class DeltaLog:
-    """Cached, thread-safe reads of Delta logs; ttl: how long a newest-commit answer is reused."""
+    """Cached, thread-safe reads of Delta logs; ttl: how long a newest-commit answer is reused while
+    the log folder looks unchanged.
+
+    A commit adds a file to the log folder, which changes the folder's modification time: an answer
+    is read again as soon as the folder's stat differs from the one it was read under, so a busy
+    reader sees a commit at once and pays one stat per ask in between. The ttl still bounds the
+    reuse: a file system stamps times from a coarse clock (milliseconds), so a commit landing in the
+    same tick as the read before it leaves the stat as it was."""
 
     def __init__(self, ttl: float = 0.5) -> None:
         self.ttl = ttl
-        self._newest: dict[str, tuple[float, Commit | None]] = {}
+        self._newest: dict[str, tuple[float, tuple[int, ...] | None, Commit | None]] = {}
         self._lock = threading.Lock()
 
     def newest_commit(self, table_path: str) -> Commit | None:
         """The newest commit of the table, None when there is no (local) table."""
         now = time.monotonic()
+        folder = _folder_stat(table_path)
         with self._lock:
             cached = self._newest.get(table_path)
-        if cached is not None and now - cached[0] < self.ttl:
-            return cached[1]
+        if cached is not None and now - cached[0] < self.ttl and cached[1] == folder:
+            return cached[2]
         found = newest_commit(table_path)
         with self._lock:
-            self._newest[table_path] = (now, found)
+            self._newest[table_path] = (now, folder, found)
         return found
 
     @staticmethod

@@ -41,10 +41,22 @@ def test_newest_commit_time_and_cache(tmp_path: Path) -> None:
     newest = log.newest_commit(str(table))
     assert newest.version == 1
     assert newest.committed_at == datetime.fromtimestamp(1_700_000_100.5, tz=UTC).replace(tzinfo=None)
+    # Within the ttl, an answer is reused while the log folder is unchanged: a file outside the log
+    # changes nothing, a commit (a new file in the folder) is read at once.
+    (table / "c.parquet").write_bytes(b"")
+    assert log.newest_commit(str(table)).version == 1
+    folder = table / "_delta_log"
+    before = os.stat(folder)
     commit(table, 2, add("c.parquet"), ict=1_800_000_000_123)
-    assert log.newest_commit(str(table)).version == 1  # cached within the ttl
-    fresh = DeltaLog(ttl=0).newest_commit(f"file://{table}")
-    assert fresh.version == 2 and fresh.committed_at == datetime(2027, 1, 15, 8, 0, 0, 123000)
+    os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))  # the clock ticked meanwhile
+    newest = log.newest_commit(str(table))
+    assert newest.version == 2 and newest.committed_at == datetime(2027, 1, 15, 8, 0, 0, 123000)
+    # A commit that leaves the folder's stat as it was (same clock tick) is reused until the ttl.
+    stamped = os.stat(folder)
+    commit(table, 3, add("d.parquet"))
+    os.utime(folder, ns=(stamped.st_atime_ns, stamped.st_mtime_ns))
+    assert log.newest_commit(str(table)).version == 2
+    assert DeltaLog(ttl=0).newest_commit(f"file://{table}").version == 3
 
 
 def test_tail_files_live_adds_only(tmp_path: Path) -> None:
