@@ -8,6 +8,7 @@ update twice.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +17,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, append_audit, audit_record, audit_rows
 from deltastate.changelog.batch_commit import BatchCommitter
-from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.bookkeeping import run_bookkeeping
 from deltastate.changelog.layout import (
     SOURCE_PARTITION,
     WRITE_TIME,
@@ -43,27 +44,29 @@ from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
 
-def changelog_records(batch: DataFrame, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
-                      batch_id: int) -> DataFrame:
-    """The changelog rows of one micro-batch: one per changed key (audit groups filtered out before)."""
+def changelog_select(store: StoreDefinition, fold: FoldSpec, lineage: Lineage) -> Callable[[DataFrame, int], DataFrame]:
+    """(batch, batch_id) -> the batch's changelog rows, one per changed key (audit groups filtered out
+    before). The columns are built once per run: each costs py4j calls, which every batch paid again."""
     alive = F.col("fold.n") > 0
     slot = {name: F.col(f"fold.r{i}") for i, name in enumerate(fold.slots)}
     values = [F.when(alive, value_column(store, f.name, slot)).cast(f.spark_type).alias(f.name)
               for f in store.value_fields]
-    return batch.where(F.col("fold.last_pos").isNotNull()).select(
-        F.col("store_key").alias(layout.KEY),
-        *values,
-        *bookkeeping_columns(
-            op=F.when(alive, F.lit(layout.OP_PUT)).otherwise(F.lit(layout.OP_DELETE)),
-            value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
-            source_offset=F.col("fold.last_pos"), epoch=lineage.epoch, batch_id=batch_id,
-            lineage_id=lineage.lineage_id,
-            # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
-            # of an overflow that would fail, and on every replay fail again, the micro-batch.
-            event_time=F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
-                        .otherwise(F.col("kafka_timestamp"))),
-        *[F.col(c) for c in backend_of(store).delete_reason_columns],
-    )
+    head = [F.col("store_key").alias(layout.KEY), *values]
+    bookkeeping = run_bookkeeping(
+        op=F.when(alive, F.lit(layout.OP_PUT)).otherwise(F.lit(layout.OP_DELETE)),
+        value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
+        source_offset=F.col("fold.last_pos"), epoch=lineage.epoch, lineage_id=lineage.lineage_id,
+        # try_multiply: an epoch-ms value past the timestamp range gives a null event time instead
+        # of an overflow that would fail, and on every replay fail again, the micro-batch.
+        event_time=F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
+                    .otherwise(F.col("kafka_timestamp")))
+    tail = [F.col(c) for c in backend_of(store).delete_reason_columns]
+    changed = F.col("fold.last_pos").isNotNull()
+
+    def records(batch: DataFrame, batch_id: int) -> DataFrame:
+        return batch.where(changed).select(*head, *bookkeeping(batch_id), *tail)
+
+    return records
 
 
 # Changelog records per file a batch writes: a micro-batch of a running store writes one file (one
@@ -84,6 +87,16 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
     writes_changelog = backend_of(store).has_changelog
+    changelog_records = changelog_select(store, fold, lineage)
+    # The batch's summary, in one row: the audit groups' rows (their running totals) and the key
+    # groups' changelog records by op. Built once, like the changelog's columns.
+    changed = F.col("fold.last_pos").isNotNull()
+    summary_columns = [
+        F.collect_list(F.when(F.col(AUDIT_PARTITION).isNotNull(), F.struct(AUDIT_PARTITION, *AUDIT_COLUMNS)))
+        .alias("audits"),
+        F.count_if(changed & (F.col("fold.n") > 0)).alias(layout.OP_PUT),
+        F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)]
+    key_groups = F.col(AUDIT_PARTITION).isNull()
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
@@ -92,15 +105,9 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         committed_row = None
         b = batch.persist()
         try:
-            # One job runs the stateful plan into the cache and summarises it in one row: the audit
-            # groups' rows (their running totals) and the key groups' changelog records by op. A
-            # global aggregate, so its last stage is one task, not one per shuffle partition.
-            changed = F.col("fold.last_pos").isNotNull()
-            audit_group = F.col(AUDIT_PARTITION).isNotNull()
-            summary = b.agg(
-                F.collect_list(F.when(audit_group, F.struct(AUDIT_PARTITION, *AUDIT_COLUMNS))).alias("audits"),
-                F.count_if(changed & (F.col("fold.n") > 0)).alias(layout.OP_PUT),
-                F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)).first()
+            # One job runs the stateful plan into the cache and summarises it in one row. A global
+            # aggregate, so its last stage is one task, not one per shuffle partition.
+            summary = b.agg(*summary_columns).first()
             running = {int(r[AUDIT_PARTITION]): RunningTotals(
                            tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
                            None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
@@ -117,7 +124,7 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                 record = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
                     lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
                 if writes_changelog:
-                    records = changelog_records(b.where(F.col(AUDIT_PARTITION).isNull()), store, fold, lineage, batch_id)
+                    records = changelog_records(b.where(key_groups), batch_id)
                     committer.commit(records.coalesce(files_for(sum(by_op.values()))), batch_id, record)
                 else:
                     append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
