@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import shutil
 import statistics
 import threading
@@ -31,6 +32,7 @@ from deltastate.stores.durations import parse_duration_ms
 
 POLL_S = 0.01
 PROBE_TIMEOUT_S = 30.0
+PROBE_SEED = 20_000  # the pauses between probes: the same for every run of the benchmark
 BEHIND_AFTER = 3  # probes missed in a row: the store is not keeping up, and probing stops
 READ_TIMEOUT_S = 10.0
 SPARK_DURATIONS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
@@ -250,7 +252,13 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
 def probe_each_second(figures: FreshnessFigures, probes: int, probe: Callable[[int], float | None]) -> None:
     """Runs probe(i) about once a second and records how long each took to become visible (None:
     not within PROBE_TIMEOUT_S). BEHIND_AFTER misses in a row end the probing: the store is not
-    keeping up, and every further probe would wait out its timeout behind a growing backlog."""
+    keeping up, and every further probe would wait out its timeout behind a growing backlog.
+
+    Each probe waits a random part of a second more before the next: a probe that took over a
+    second would otherwise send the next one the moment a commit became visible, always at the same
+    point of the stream's batch cycle (just before or just after the next batch takes its offsets),
+    where a real result arrives at any point of it."""
+    rng = random.Random(PROBE_SEED)
     in_a_row = 0
     for i in range(probes):
         tick = time.monotonic()
@@ -264,7 +272,7 @@ def probe_each_second(figures: FreshnessFigures, probes: int, probe: Callable[[i
             continue
         in_a_row = 0
         figures.visible_s.append(seconds)
-        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)) + rng.random())
 
 
 def _measure_idle(figures: FreshnessFigures, spark, reports: list, trigger: str, idle_seconds: float) -> None:

@@ -36,3 +36,12 @@ def test_misses_in_a_row_end_probing() -> None:
     assert (found.visible_s, found.missed, found.fell_behind_at) == ([0.5, 2.0], BEHIND_AFTER, 1 + BEHIND_AFTER)
     printed = "\n".join(found.lines())
     assert f"probing stopped after probe {2 + BEHIND_AFTER}" in printed and "does not keep up" in printed
+
+
+def test_pauses_between_probes_vary_within_a_second(monkeypatch) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(freshness.time, "sleep", pauses.append)
+    probe_each_second(figures(), 40, lambda i: 0.5)
+    # a probe returns at once here, so each pause is the rest of its second plus up to one more
+    assert len(pauses) == 40 and all(0.99 <= p < 2.0 for p in pauses)
+    assert max(pauses) - min(pauses) > 0.5, "the pauses do not spread the probes over the batch cycle"
