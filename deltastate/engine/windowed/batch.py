@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, audit_record
 from deltastate.changelog.batch_commit import BatchCommitter
-from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.bookkeeping import run_bookkeeping
 from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (
     SOURCE_OFFSET,
@@ -37,8 +37,9 @@ from deltastate.engine.windowed.records import (
     IS_EVENT,
     IS_LATE,
     STORE_TIME,
-    batch_records,
+    RecordsPlan,
     event_fields,
+    flag_columns,
     session_store_time,
     with_flags,
 )
@@ -82,28 +83,33 @@ class _Clock:
     times: dict[int, int] = field(default_factory=dict)
 
 
-def _changelog_rows(puts: DataFrame, deletes: DataFrame | None, store: StoreDefinition, lineage: Lineage,
-                    batch_id: int) -> DataFrame:
+def changelog_select(store: StoreDefinition, lineage: Lineage) -> Callable[[DataFrame, DataFrame | None, int], DataFrame]:
+    """(puts, deletes, batch_id) -> the batch's changelog rows. The columns are built once per run:
+    each costs py4j calls, which every batch paid again."""
     # Aggregations come out of the merge; derived fields are computed over them on every put.
     aggregated = {a.target: F.col(a.target) for a in store.aggregations}
     values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
-    put_rows = puts.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
-                           F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
-                           F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms")
-    delete_rows = None if deletes is None else deletes.select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                                 *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
-                                 F.lit(None).cast("bigint").alias(layout.EVENTS),
-                                 F.lit(layout.OP_DELETE).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET,
-                                 F.lit(None).cast("bigint").alias("event_ms"))
-    rows = put_rows if delete_rows is None else put_rows.unionByName(delete_rows)
-    return rows.select(
-        layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
-        F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS,
-        *bookkeeping_columns(op=F.col(layout.OP), value_version=store.value_version,
-                             source_partition=F.col(SOURCE_PARTITION), source_offset=F.col(SOURCE_OFFSET),
-                             epoch=lineage.epoch, batch_id=batch_id, lineage_id=lineage.lineage_id,
-                             event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000)))),
-    )
+    put_columns = [layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
+                   F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
+                   F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"]
+    delete_columns = [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                      *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
+                      F.lit(None).cast("bigint").alias(layout.EVENTS),
+                      F.lit(layout.OP_DELETE).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET,
+                      F.lit(None).cast("bigint").alias("event_ms")]
+    head = [layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
+            F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS]
+    bookkeeping = run_bookkeeping(
+        op=F.col(layout.OP), value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
+        source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, lineage_id=lineage.lineage_id,
+        event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
+
+    def rows(puts: DataFrame, deletes: DataFrame | None, batch_id: int) -> DataFrame:
+        put_rows = puts.select(*put_columns)
+        both = put_rows if deletes is None else put_rows.unionByName(deletes.select(*delete_columns))
+        return both.select(*head, *bookkeeping(batch_id))
+
+    return rows
 
 
 # The live entries a batch asks for (columns key_str, window_start, window_end): an entry by its
@@ -201,27 +207,32 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
     spec = store.window or store.session
     assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
+    # The columns of every batch's plan that depend on the store alone, built once (each costs py4j
+    # calls, which every batch paid again).
+    records_plan, flags = RecordsPlan(store), flag_columns(store)
+    changelog_rows = changelog_select(store, lineage)
+    summary = [F.count(F.lit(1)).alias(layout.RECORDS_IN),
+               F.count_if(F.col("reason").isNotNull()).alias("failed"),
+               F.count_if(IS_DELETE).alias(layout.TOMBSTONES),
+               F.count_if(IS_LATE).alias(layout.LATE),
+               F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+               F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
+               F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi")]
+    op_counts = {op: F.count_if(F.col(layout.OP) == F.lit(op)) for op in (layout.OP_PUT, layout.OP_DELETE)}
+    events, deletes = F.col(IS_EVENT), F.col(IS_DELETE)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         started = time.perf_counter()
         if clock.next_batch != batch_id:
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
-        stored = batch_records(batch, store, clock.times).persist()
+        stored = records_plan(batch, clock.times).persist()
         cached = [stored]
-        b = with_flags(stored, store)
+        b = with_flags(stored, store, flags)
         try:
             # The first action reads, classifies and times the batch into the cache, and tells
             # whether it deletes anything before the windows are planned.
-            per_partition = b.groupBy("partition").agg(
-                F.count(F.lit(1)).alias(layout.RECORDS_IN),
-                F.count_if(F.col("reason").isNotNull()).alias("failed"),
-                F.count_if(IS_DELETE).alias(layout.TOMBSTONES),
-                F.count_if(IS_LATE).alias(layout.LATE),
-                F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-                F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
-                F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi"),
-            ).collect()
+            per_partition = b.groupBy("partition").agg(*summary).collect()
             if not live:
                 live.append(LiveStore(spark, store, lineage, spark.read.format("delta").load(
                     paths[layout.CHANGELOG]).schema, settings.shuffle_partitions))
@@ -244,7 +255,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
 
             step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            changes = step(spark, store, entries, b.where(F.col(IS_EVENT)), b.where(F.col(IS_DELETE)), has_deletes)
+            changes = step(spark, store, entries, b.where(events), b.where(deletes), has_deletes)
             cached += changes.cached
             session_late = changes.late
             # Late events: window stores know theirs from the pass, session stores from the merge.
@@ -270,10 +281,9 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                 batch_max, carried_stream_times_json(clock.times), late=totals[layout.LATE]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
-            rows = _changelog_rows(changes.puts, changes.removed, store, lineage, batch_id).persist()
+            rows = changelog_rows(changes.puts, changes.removed, batch_id).persist()
             cached.append(rows)
-            by_op = committer.commit(rows, batch_id, audit, {op: F.count_if(F.col(layout.OP) == F.lit(op))
-                                                             for op in (layout.OP_PUT, layout.OP_DELETE)})
+            by_op = committer.commit(rows, batch_id, audit, op_counts)
             by_op = {op: n for op, n in by_op.items() if n}
             logged = time.perf_counter()
             # The state store follows the changelog: a batch whose commit landed and whose state

@@ -61,53 +61,71 @@ def event_fields(store: StoreDefinition) -> list[str]:
     return sorted({a.source_field for a in store.aggregations if a.source_field} | {store.event_time_field})
 
 
+class RecordsPlan:
+    """batch_records for every micro-batch of a run: the columns that depend on the store alone are
+    built once (each costs py4j calls, which every batch paid again); a batch adds only its stream
+    times before it."""
+
+    def __init__(self, store: StoreDefinition) -> None:
+        self.store = store
+        valid = F.col("reason").isNull()
+        deleting = _is_delete(store)
+        self.ts = store.event_time_field
+        self.narrow = [
+            "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE, (valid & deleting).alias(IS_DELETE),
+            # Only an applied event moves stream time: the running max skips nulls.
+            *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in event_fields(store)],
+        ]
+        event, stream_time = _is_event(), F.col(STREAM_TIME)
+        self.window_range: list[Column] = []
+        if store.window:
+            # Window stores need stream time only for the range of open windows: not cached.
+            first, last = open_window_range(F.col(self.ts), stream_time, store.window)
+            self.window_range = [first.alias(W_FIRST), last.alias(W_LAST)]
+            late = event & (F.col(W_FIRST) > F.col(W_LAST))
+            self.flags = [late.alias(IS_LATE)]
+            maybe_dead = ~valid | late
+        else:
+            spec = store.session
+            assert spec is not None
+            self.flags = []  # sessions: the merge decides lateness; these are only the candidates
+            # An event is late only if its merged session ends before the close time, and that
+            # session ends at or after the event: events at or after the close time are never late.
+            maybe_dead = ~valid | (event & (F.col(self.ts) < session_close_time(stream_time, spec.gap_ms, spec.grace_ms)))
+        # The record before in the partition holds the time before (the carried one for the first).
+        self.before = (F.lag(STREAM_TIME).over(Window.partitionBy("partition").orderBy("offset"))
+                       if store.session and store.session.retention_ms <= store.session.gap_ms else None)
+        self.dead_letter_source = [F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE]
+
+    def __call__(self, classified: DataFrame, prev_times: dict[int, int]) -> DataFrame:
+        timed = with_stream_time(classified.select(*self.narrow), prev_times, self.ts)
+        if self.window_range:
+            timed = timed.select(*[c for c in timed.columns if c != STREAM_TIME], *self.window_range)
+        elif self.before is not None:
+            timed = timed.select("*", F.coalesce(self.before, stream_time_before(prev_times)).alias(STORE_TIME))
+        return timed.select(
+            *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE], *self.flags, *self.dead_letter_source)
+
+
 def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dict[int, int]) -> DataFrame:
     """The micro-batch's classified records, narrowed to what is cached: partition, offset, key_str,
     reason, is_delete, the event fields, read_task, (session stores) stream_time and, where
     session_store_time needs it, store_time, (window stores)
     w_first, w_last and is_late, and the raw columns of the dead-letter table, null unless the record
-    may be dead-lettered. with_flags adds the rest."""
-    valid = F.col("reason").isNull()
-    deleting = _is_delete(store)
-    ts = store.event_time_field
-    fields = event_fields(store)
-    narrow = classified.select(
-        "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE, (valid & deleting).alias(IS_DELETE),
-        # Only an applied event moves stream time: the running max skips nulls.
-        *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in fields],
-    )
-    timed = with_stream_time(narrow, prev_times, ts)
-    event, stream_time = _is_event(), F.col(STREAM_TIME)
-    if store.window:
-        # Window stores need stream time only for the range of open windows: not cached.
-        first, last = open_window_range(F.col(ts), stream_time, store.window)
-        timed = timed.select(*[c for c in timed.columns if c != STREAM_TIME], first.alias(W_FIRST), last.alias(W_LAST))
-        late = event & (F.col(W_FIRST) > F.col(W_LAST))
-        flags = [late.alias(IS_LATE)]
-        maybe_dead = ~valid | late
-    else:
-        spec = store.session
-        assert spec is not None
-        flags = []  # sessions: the merge decides lateness; these are only the candidates
-        # An event is late only if its merged session ends before the close time, and that
-        # session ends at or after the event: events at or after the close time are never late.
-        maybe_dead = ~valid | (event & (F.col(ts) < session_close_time(stream_time, spec.gap_ms, spec.grace_ms)))
-        if spec.retention_ms <= spec.gap_ms:
-            # The record before in the partition holds the time before (the carried one for the first).
-            before = F.lag(STREAM_TIME).over(Window.partitionBy("partition").orderBy("offset"))
-            timed = timed.select("*", F.coalesce(before, stream_time_before(prev_times)).alias(STORE_TIME))
-    return timed.select(
-        *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE], *flags,
-        *[F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE],
-    )
+    may be dead-lettered. with_flags adds the rest. A run builds a RecordsPlan once instead."""
+    return RecordsPlan(store)(classified, prev_times)
 
 
 def _is_event() -> Column:
     return F.col("reason").isNull() & ~F.col(IS_DELETE)
 
 
-def with_flags(cached: DataFrame, store: StoreDefinition) -> DataFrame:
+def flag_columns(store: StoreDefinition) -> list[Column]:
     """is_event, and is_late for session stores (always false here: the merge decides), derived from
     the cached records rather than stored in the cache (each cached column costs every record)."""
-    out = cached.select("*", _is_event().alias(IS_EVENT))
-    return out if store.window else out.select("*", F.lit(False).alias(IS_LATE))
+    return [_is_event().alias(IS_EVENT), *([] if store.window else [F.lit(False).alias(IS_LATE)])]
+
+
+def with_flags(cached: DataFrame, store: StoreDefinition, flags: list[Column] | None = None) -> DataFrame:
+    """cached with flag_columns(store) (or those given, built once by the caller)."""
+    return cached.select("*", *(flag_columns(store) if flags is None else flags))
