@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.audit_log import BatchAudit, append_audit, append_copies, audit_rows
+from deltastate.changelog.deltalog import local_dir
 from deltastate.changelog.layout import BATCH_ID, CHANGELOG, INTAKE, LINEAGE_ID
 from deltastate.changelog.reader import changelog_version
 from deltastate.changelog.txn_log import txn_versions
@@ -40,7 +41,8 @@ class BatchCommitter:
         self.changelog_app_id = changelog_app_id
         self.every = settings.audit_flush_seconds
         self._first_batch: int | None = None
-        self._pending: list[tuple[BatchAudit, datetime]] = []
+        # (audit, commit time, a changelog version at or after its commit), in batch order
+        self._pending: list[tuple[BatchAudit, datetime, int]] = []
         self._lock = threading.Lock()  # the batch thread adds audits while the run's thread copies
         self._last_copy = time.monotonic()
 
@@ -59,8 +61,9 @@ class BatchCommitter:
         if first:
             writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
         writer.save(self.changelog)
+        landed = self._version_after_commit(spark)
         with self._lock:
-            self._pending.append((audit, datetime.now()))
+            self._pending.append((audit, datetime.now(), landed))
         return {n: int(v) for n, v in observed.get.items()} if observed else {}
 
     def append_dead_letters(self, rows: DataFrame, path: str, lineage_id: str, batch_id: int) -> None:
@@ -110,10 +113,20 @@ class BatchCommitter:
             taken = list(self._pending)
         if not taken:
             return
-        # Every audit at or below this version is taken or copied: this run is the store's one writer.
-        version = changelog_version(spark, self.changelog)
-        if version is None:  # taken audits come from this changelog's commits, so it has some
-            raise RuntimeError(f"{self.changelog}: audits to copy, but no changelog commit")
-        append_copies(spark, self.intake, taken, version, idempotent=False)
+        # The copy covers the changelog through the version read after the last taken audit's commit,
+        # not the newest one: a batch may have committed since without its audit taken yet (its
+        # commit lands inside save(), its audit joins the pending list after). Only this run's
+        # batches carry audits (it is the store's one writer), so no audit sits between its
+        # commit and that version.
+        append_copies(spark, self.intake, [(a, at) for a, at, _ in taken], taken[-1][2], idempotent=False)
         with self._lock:
             del self._pending[:len(taken)]
+
+    def _version_after_commit(self, spark: SparkSession) -> int:
+        """A changelog version at or after the commit that just landed."""
+        version = changelog_version(spark, self.changelog) if local_dir(self.changelog) is not None else int(
+            spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, self.changelog)
+            .unsafeVolatileSnapshot().version())
+        if version is None or version < 0:  # the commit just landed, so there is one
+            raise RuntimeError(f"{self.changelog}: a batch committed, but no changelog version is found")
+        return version

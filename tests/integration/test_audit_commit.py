@@ -205,3 +205,36 @@ def test_a_replayed_batch_finds_its_dead_letters_and_appends_them_once(broker: s
     assert dead.select("partition", "offset").distinct().count() == exp.dead_lettered
     assert_counts(exp, None, spark, settings)
     assert_state(published_state(spark, settings), exp)
+
+
+def test_a_copy_covers_the_changelog_only_through_the_audits_it_took(spark, make_settings) -> None:
+    """A batch's commit lands inside save() and its audit joins the run's pending list after: a copy
+    taken in between must not mark that commit copied, or its audit is never copied."""
+    from deltastate.changelog.audit_log import audit_record
+    from deltastate.changelog.batch_commit import BatchCommitter
+    from deltastate.changelog.layout import changelog_columns, ddl
+    from deltastate.changelog.tables import ensure_tables
+
+    settings = make_settings(audit_flush_seconds=1e9)
+    store = load_store(settings, STORE)
+    ensure_tables(spark, settings, store)
+    changelog, intake = settings.table_path(STORE, CHANGELOG), settings.table_path(STORE, INTAKE)
+    lineage, app = "race-lineage", f"deltastate/{STORE}/intake/race"
+    committer = BatchCommitter(settings, store, f"deltastate/{STORE}/changelog/race")
+    columns = changelog_columns(store)
+    a_row = spark.createDataFrame([tuple(None for _ in columns)], ddl(columns))  # one row: an empty append commits nothing
+
+    def audit(batch: int) -> BatchAudit:
+        return BatchAudit(app, audit_record(lineage, batch, {0: (10, 10, 0, 0)}, {0: (batch * 10, batch * 10 + 9)},
+                                            {}, "{}"))
+
+    committer.commit(a_row, 0, audit(0))
+    committer.commit(a_row, 1, audit(1))
+    taken_through = _history(spark, settings, CHANGELOG)[-1]["version"]
+    # Batch 2's commit lands; the copy runs before its audit reaches the pending list.
+    a_row.write.format("delta").mode("append").option("userMetadata", audit(2).metadata()).save(changelog)
+    committer.copy(spark)
+    assert copied_through(spark, intake) == taken_through
+    assert flush_audits(spark, settings, store) == 1  # the next flush finds batch 2's audit
+    ids = sorted(r["batch_id"] for r in spark.read.format("delta").load(intake).select("batch_id").collect())
+    assert ids == [0, 1, 2]
