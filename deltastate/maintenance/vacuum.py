@@ -61,9 +61,9 @@ def snapshot_hold_hours(settings: Settings, store: StoreDefinition, now: datetim
 
 
 def vacuum_retention_hours(spark: SparkSession, settings: Settings, store: StoreDefinition, path: str) -> float:
-    from delta.tables import DeltaTable
+    from deltastate.changelog.tables import table_properties
 
-    props = DeltaTable.forPath(spark, path).detail().select("properties").first()[0] or {}
+    props = table_properties(spark, path)
     configured = parse_interval_hours(props.get("delta.deletedFileRetentionDuration")) or DEFAULT_RETENTION_HOURS
     held = snapshot_hold_hours(settings, store, datetime.now(UTC))
     return max(configured, held + MARGIN_HOURS if held else 0.0)
