@@ -7,7 +7,9 @@ import logging
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -21,6 +23,19 @@ from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
 
 log = logging.getLogger(__name__)
+
+# Changelog records per data file a batch writes at most: a running store's batch writes one file per
+# shuffle partition it touched, a backlog's batch more once a partition's records pass this.
+RECORDS_PER_FILE = 500_000
+
+
+@dataclass(frozen=True)
+class StagedAppend:
+    """A batch's changelog files, written and not yet committed (io.deltastate.BatchAppend)."""
+
+    batch_id: int
+    append: Any  # the JVM BatchAppend holding the open transaction and its files
+    idempotent: bool  # commits with the changelog's txn version (a run's first batch)
 
 
 class BatchCommitter:
@@ -66,6 +81,32 @@ class BatchCommitter:
             self._pending.append((audit, datetime.now(), landed))
         return {n: int(v) for n, v in observed.get.items()} if observed else {}
 
+    def stage(self, records: DataFrame, batch_id: int, intake_app_id: str) -> StagedAppend | None:
+        """Writes a batch's records as changelog data files in one Spark job, before its audit is
+        known: the caller reads what it observed during that job (its counts), builds the audit, and
+        `commit_staged` commits the files with it. So a batch runs one job and one commit, where
+        `commit` needs the audit, and so a job computing it, first. None for a run's first batch
+        that may have landed already (its intake audit or its changelog txn says so): `commit`
+        handles that replay. A first batch that has not is staged to commit with its txn version."""
+        spark = records.sparkSession
+        first = self._replayable(batch_id)
+        if first and self._may_have_landed(spark, batch_id, intake_app_id):
+            return None
+        jvm = spark._jvm
+        txn = jvm.io.deltastate.BatchAppend.begin(spark._jsparkSession, self.changelog)
+        return StagedAppend(batch_id, jvm.io.deltastate.BatchAppend.write(txn, records._jdf, RECORDS_PER_FILE),
+                            idempotent=first)
+
+    def commit_staged(self, staged: StagedAppend, audit: BatchAudit) -> int:
+        """Commits a staged batch's files with its audit; returns the changelog version it landed as.
+        A run's first batch commits with its txn version (asked before staging, not again inside
+        the transaction: the run holds the store's writer lock, so no other writer commits it)."""
+        app_id = self.changelog_app_id if staged.idempotent else None
+        landed = int(staged.append.commit(audit.metadata(), app_id, staged.batch_id))
+        with self._lock:
+            self._pending.append((audit, datetime.now(), landed))
+        return landed
+
     def append_dead_letters(self, rows: DataFrame, path: str, lineage_id: str, batch_id: int) -> None:
         """The batch's dead letters, before its commit. A replayed batch whose dead letters landed
         before a crash took its commit finds them (by lineage and batch: the dead-letter table's txn
@@ -78,11 +119,19 @@ class BatchCommitter:
                 return
         rows.write.format("delta").mode("append").save(path)
 
+    def replayable(self, batch_id: int) -> bool:
+        """Whether the batch may be a replay: Spark replays only as a run's first batch."""
+        return self._replayable(batch_id)
+
     def _replayable(self, batch_id: int) -> bool:
         """Whether the batch may be a replay: Spark replays only as a run's first batch."""
         if self._first_batch is None:
             self._first_batch = batch_id
         return batch_id == self._first_batch
+
+    def _may_have_landed(self, spark: SparkSession, batch_id: int, intake_app_id: str) -> bool:
+        return any((txn_versions(spark, path) or {}).get(app_id, -1) >= batch_id
+                   for path, app_id in ((self.intake, intake_app_id), (self.changelog, self.changelog_app_id)))
 
     def _landed(self, spark: SparkSession, batch_id: int, audit: BatchAudit) -> bool:
         """Whether a replayed batch is in place already. The run's start copied every committed

@@ -92,7 +92,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
         raise
     finally:
         if query.isActive:
-            query.stop()
+            stop_between_batches(query)
         failure = failure or query.exception()  # a continuous run's query fails without raising here
         # The run's last audits, before anyone reads its history.
         copy_after_run(store.name, lambda: flush_audits(spark, settings, store), failure)
@@ -110,6 +110,23 @@ def beside_stream(spark, settings: Settings, store: StoreDefinition, committer: 
     changelog/log_cleanup.py), so no batch pays any of them."""
     committer.maybe_copy(spark)
     maintain_logs(spark, settings, store)
+
+
+def stop_between_batches(query, wait_seconds: float = 15.0) -> None:
+    """Stops the query once its running batch has ended (or after wait_seconds). Stopping interrupts
+    whatever the stream thread does: inside a batch's write, Spark aborts the job and logs it as an
+    error with a trace, and the files written so far are left for VACUUM (the batch replays in the next
+    run, so nothing is lost). A batch that ended is seen either as no trigger running or as a newer
+    progress: a batch that starts right after another is then still taking its offsets."""
+    deadline = time.monotonic() + wait_seconds
+    last = query.lastProgress
+    ended_before = last["batchId"] if last else None
+    while query.isActive and time.monotonic() < deadline:
+        last = query.lastProgress
+        if not query.status["isTriggerActive"] or (last and last["batchId"] != ended_before):
+            break
+        time.sleep(0.02)
+    query.stop()
 
 
 def copy_after_run(store: str, copy: Callable[[], None], failure: BaseException | None) -> None:

@@ -56,8 +56,15 @@ def test_a_batch_is_one_commit_and_the_intake_holds_its_audit_once(broker: str, 
     # its creation and one copy: no per-batch audit commit.
     writes = [c for c in _history(spark, settings, CHANGELOG) if c["operation"] == "WRITE"]
     assert len(writes) == result.batches
-    # A batch of a few hundred records is written as one file (one task, one file for readers to open).
-    assert [int(c["operationMetrics"]["numFiles"]) for c in writes] == [1] * result.batches
+    # Each batch is written by the job that runs its stateful plan: one file per shuffle partition
+    # that changed a key, and the commit's row count is the batch's changed keys.
+    files = [int(c["operationMetrics"]["numFiles"]) for c in writes]
+    assert all(1 <= n <= settings.shuffle_partitions for n in files), files
+    changed = (spark.read.format("delta").load(settings.table_path(STORE, CHANGELOG))
+               .groupBy("batch_id").count().collect())
+    rows_by_batch = {r["batch_id"]: r["count"] for r in changed}
+    assert [int(c["operationMetrics"]["numOutputRows"]) for c in writes] == [
+        rows_by_batch[b] for b in sorted(rows_by_batch)]
     intake_writes = [c for c in _history(spark, settings, INTAKE) if c["operation"] == "WRITE"]
     assert len(intake_writes) == 1
     assert BatchAudit.from_metadata(intake_writes[0]["userMetadata"]) is None  # a copy, not a batch
@@ -183,15 +190,16 @@ def test_a_replayed_batch_finds_its_dead_letters_and_appends_them_once(broker: s
     for i in range(0, len(stream), 30):  # a bad record in every stretch of 30, so in every batch
         stream.insert(i, (f"p-bad-{i}".encode(), b"{not json"))
     produce(settings, topic, stream, ref)
-    real_commit = BatchCommitter.commit
+    real_commit = BatchCommitter.commit_staged
 
-    def crash_before_commit(self, records, batch_id, audit, counts=None):
-        if batch_id == 1:  # its dead letters are in; a crash takes the commit
+    def crash_before_commit(self, staged, audit):
+        if staged.batch_id == 1:  # its files and dead letters are written; a crash takes the commit
             raise RuntimeError("killed between the dead letters and the commit")
-        return real_commit(self, records, batch_id, audit, counts)
+        return real_commit(self, staged, audit)
 
     with monkeypatch.context() as patched:
-        patched.setattr(BatchCommitter, "commit", crash_before_commit)
+        # Batch 1 is not the run's first: its files are written by its one job, then committed.
+        patched.setattr(BatchCommitter, "commit_staged", crash_before_commit)
         with pytest.raises(Exception, match="killed between"):
             run_store(settings, STORE, once=True, topic=topic, max_offsets_per_trigger=300)
     landed = spark.read.format("delta").load(dead_path).groupBy("batch_id").count().collect()

@@ -1,22 +1,27 @@
 """The foreachBatch writer of a key-value store: one micro-batch into one Delta commit that lands
 exactly once (its changelog records with its audit), after its dead letters when it has any.
 
-The batch DataFrame is persisted before use: a stateful plan evaluated twice would run its state
-update twice.
+A batch runs its stateful plan once. One Spark job runs it, writes the changed keys as the
+changelog's files and observes the batch's summary (the audit groups' totals) on the way; the
+commit then carries the audit built from that summary. A run's first batch may be a replay, which
+is checked before anything is written: one that may have landed, and a store without changelog, run
+the plan into the cache and summarise it first (a stateful plan evaluated twice would run its state
+update twice), then write.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, append_audit, audit_record, audit_rows
-from deltastate.changelog.batch_commit import BatchCommitter
+from deltastate.changelog.batch_commit import RECORDS_PER_FILE, BatchCommitter
 from deltastate.changelog.bookkeeping import run_bookkeeping
 from deltastate.changelog.layout import (
     SOURCE_PARTITION,
@@ -69,13 +74,9 @@ def changelog_select(store: StoreDefinition, fold: FoldSpec, lineage: Lineage) -
     return records
 
 
-# Changelog records per file a batch writes: a micro-batch of a running store writes one file (one
-# task, and one file for every reader of the commit to open), a backlog's batch one per this many.
-RECORDS_PER_FILE = 500_000
-
-
 def files_for(records: int) -> int:
-    """How many files a batch of this many changelog records is written as."""
+    """How many files a batch of this many changelog records is written as, when its records are
+    written from the cache (a run's first batch): one, or one per RECORDS_PER_FILE."""
     return max(1, -(-records // RECORDS_PER_FILE))
 
 
@@ -98,39 +99,60 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
         F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)]
     key_groups = F.col(AUDIT_PARTITION).isNull()
 
+    def summarised(row) -> tuple[dict[int, RunningTotals], dict[str, int]]:
+        running = {int(r[AUDIT_PARTITION]): RunningTotals(
+                       tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
+                       None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
+                   for r in row["audits"]}
+        return running, {op: int(row[op]) for op in (layout.OP_PUT, layout.OP_DELETE) if row[op]}
+
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal ledger
         spark = batch.sparkSession
         started = time.perf_counter()
-        committed_row = None
-        b = batch.persist()
-        try:
-            # One job runs the stateful plan into the cache and summarises it in one row. A global
-            # aggregate, so its last stage is one task, not one per shuffle partition.
-            summary = b.agg(*summary_columns).first()
-            running = {int(r[AUDIT_PARTITION]): RunningTotals(
-                           tuple(int(r[c] or 0) for c in AUDIT_COLUMNS[:4]), int(r["audit_lo"]), int(r["audit_hi"]),
-                           None if r["audit_stream_time"] is None else int(r["audit_stream_time"]))
-                       for r in summary["audits"]}
-            by_op = {op: int(summary[op]) for op in (layout.OP_PUT, layout.OP_DELETE) if summary[op]}
-            if ledger.next_batch != batch_id:
-                ledger = load_ledger(spark, settings, store, lineage, batch_id)
+        if ledger.next_batch != batch_id:
+            ledger = load_ledger(spark, settings, store, lineage, batch_id)
+        staged = None
+        if writes_changelog and not ledger.audited:
+            # One job: the stateful plan runs once, its changed keys are written as the changelog's
+            # files, and the summary is observed on the way; then the commit carrying the audit.
+            observed = Observation(f"summary_{uuid.uuid4().hex}")
+            staged = committer.stage(changelog_records(batch.observe(observed, *summary_columns).where(key_groups),
+                                                       batch_id), batch_id, lineage.app_id(layout.INTAKE))
+        if staged is not None:
+            running, by_op = summarised(observed.get)
             audit = batch_audit(ledger, running, store.name, batch_id)
             stated = time.perf_counter()
-            # A replayed batch whose audit already landed has its records, dead letters and audit in place.
-            if audit.counts and not ledger.audited:
-                _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id, paths[layout.DEADLETTER],
-                                    committer)
-                record = BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
-                    lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
-                if writes_changelog:
-                    records = changelog_records(b.where(key_groups), batch_id)
-                    committer.commit(records.coalesce(files_for(sum(by_op.values()))), batch_id, record)
-                else:
-                    append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
+            committed_row = None
+            if audit.counts:  # a batch over transaction markers alone read no record: nothing to commit
+                record = _audit_of(lineage, ledger, audit, batch_id)
+                _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id,
+                                    paths[layout.DEADLETTER], committer)
+                committer.commit_staged(staged, record)
                 committed_row = {**record.row, WRITE_TIME: datetime.now()}
-        finally:
-            b.unpersist()
+        else:
+            # A replay that may have landed (the commit's idempotent check comes first), or a store
+            # without changelog: the summary's job, then the write.
+            committed_row = None
+            b = batch.persist()  # a stateful plan evaluated twice would run its state update twice
+            try:
+                # A global aggregate: its last stage is one task, not one per shuffle partition.
+                running, by_op = summarised(b.agg(*summary_columns).first())
+                audit = batch_audit(ledger, running, store.name, batch_id)
+                stated = time.perf_counter()
+                # A replayed batch whose audit already landed has its records, dead letters and audit in place.
+                if audit.counts and not ledger.audited:
+                    _write_dead_letters(spark, settings, store, lineage, topic, audit, batch_id,
+                                        paths[layout.DEADLETTER], committer)
+                    record = _audit_of(lineage, ledger, audit, batch_id)
+                    if writes_changelog:
+                        records = changelog_records(b.where(key_groups), batch_id)
+                        committer.commit(records.coalesce(files_for(sum(by_op.values()))), batch_id, record)
+                    else:
+                        append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
+                    committed_row = {**record.row, WRITE_TIME: datetime.now()}
+            finally:
+                b.unpersist()
         committed = time.perf_counter()
         ledger = advance(ledger, audit, batch_id)
         if listener:
@@ -139,6 +161,11 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                                  audit=committed_row))
 
     return write
+
+
+def _audit_of(lineage: Lineage, ledger: Ledger, audit: BatchCounts, batch_id: int) -> BatchAudit:
+    return BatchAudit(lineage.app_id(layout.INTAKE), audit_record(
+        lineage.lineage_id, batch_id, audit.counts, audit.offsets, audit.stream_times, ledger_json(ledger)))
 
 
 def _write_dead_letters(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
