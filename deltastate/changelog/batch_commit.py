@@ -119,10 +119,6 @@ class BatchCommitter:
                 return
         rows.write.format("delta").mode("append").save(path)
 
-    def replayable(self, batch_id: int) -> bool:
-        """Whether the batch may be a replay: Spark replays only as a run's first batch."""
-        return self._replayable(batch_id)
-
     def _replayable(self, batch_id: int) -> bool:
         """Whether the batch may be a replay: Spark replays only as a run's first batch."""
         if self._first_batch is None:

@@ -131,8 +131,8 @@ def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lin
                 committer.commit_staged(staged, record)
                 committed_row = {**record.row, WRITE_TIME: datetime.now()}
         else:
-            # A replay that may have landed (the commit's idempotent check comes first), or a store
-            # without changelog: the summary's job, then the write.
+            # A replay whose audit landed (the ledger says so) or may have (the commit's idempotent
+            # check comes first), or a store without changelog: the summary's job, then the write.
             committed_row = None
             b = batch.persist()  # a stateful plan evaluated twice would run its state update twice
             try:
