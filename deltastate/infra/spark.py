@@ -70,6 +70,12 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # compiles, 1.5-2 s of a driver core, per batch). A process that runs several stores needs
         # room for each one's.
         "spark.sql.codegen.cache.maxEntries": "1000",
+        # PySpark can record the Python call site of every Column and DataFrame call for its error
+        # messages: a walk of the Python stack and several py4j round trips each (about 1.5 ms per
+        # call against 0.15 ms without). It decides once per process, at the first such call, and
+        # defaults to on when a session is active then; a window or session batch builds its plan
+        # from a few hundred calls. deltastate's errors name the store and the batch themselves.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
     conf.update(settings.extra_spark_conf)
     return conf

@@ -8,6 +8,7 @@ lost live entries, against the reference."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame
@@ -67,6 +68,25 @@ def test_a_read_looks_up_the_windows_asked_or_every_window_of_a_key(spark, tmp_p
     whole = _read(spark, folder, run, 1, [("e", 0, 5), "e", ("e", 2, 7), "f", ("g", 3, 8)])
     assert whole == {entry[e] for e in entry if e[0] in "ef"} | {entry[("g", 3, 8)]}
 
+def test_a_write_through_applies_the_rows_its_consumer_reads_and_hands_on_the_rest(spark, tmp_path):
+    """writeThrough: the job that reads the returned columns writes the state version; a consumer
+    that reads them again (a retried job, a replay) writes the same version again."""
+    folder, run = str(tmp_path / "live"), str(uuid.uuid4())
+    _write(spark, folder, run, 0, [("a", 0, 5, False, 1, 2.0), ("b", 0, 5, False, 7, 1.5)])
+    changes = [("a", 0, 5, True, None, None, "x1", 10), ("c", 5, 10, False, 4, 0.5, "x2", 11)]
+    df = spark.createDataFrame(changes, f"{COLUMNS}, tag string, n long")
+    through = DataFrame(spark._jvm.io.deltastate.LiveEntryStore.writeThrough(df._jdf, 2, folder, run, 1, PARTITIONS, 0, 0),
+                        spark)
+    assert through.columns == ["tag", "n"]
+    assert not list(Path(folder).rglob("2.changelog"))  # version 2 is written by the job that reads them
+    assert sorted(tuple(r) for r in through.collect()) == [("x1", 10), ("x2", 11)]
+    after = {("b", 0, 5, 7, 1.5), ("c", 5, 10, 4, 0.5)}
+    assert _read(spark, folder, run, 2, ["a", "b", "c"]) == after
+    assert through.count() == 2  # read again: version 2 written again from version 1
+    assert _read(spark, folder, run, 2, ["a", "b", "c"]) == after
+    assert _read(spark, folder, run, 1, ["a", "b", "c"]) == {("a", 0, 5, 1, 2.0), ("b", 0, 5, 7, 1.5)}
+
+
 @pytest.mark.parametrize("column,horizon", [(1, 5), (2, 10), (1, 0), (2, 4)])
 def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(spark, tmp_path, column, horizon):
     """Sweep column 1 compares window_start, 2 window_end; keys of every partition are swept, also
@@ -80,6 +100,55 @@ def test_a_sweep_removes_the_entries_at_or_below_the_horizon_in_every_partition(
     everything = {(k, s, s + 5) for k in keys for s in (0, 5, 10)} | {("a", 20, 25)}
     want = {e for e in everything if e[column] > horizon}
     assert {r[:3] for r in after} == want
+
+@pytest.mark.parametrize("store,seed", [("trade_stats", 41), ("user_sessions", 42)])
+def test_a_batch_killed_between_its_state_write_and_its_commit_is_replayed_once(store, seed, broker, spark,
+                                                                              make_settings, topic, monkeypatch):
+    """A seeded store's batch writes its changelog files and its state in one job, then commits: a
+    failure in between leaves the state's next version written and the changelog without the batch.
+    The next run replays the batch from the version before: the changelog and the audit hold it
+    once, and the snapshot equals the reference."""
+    from support.reference import ReferenceTopic
+    from support.reference_windowed import SPECS, run
+    from support.windowed import assert_state_equal, audit_totals, snapshot_rows, workload
+
+    from deltastate.changelog.batch_commit import BatchCommitter
+    from deltastate.engine import run_store
+    from deltastate.ingest.partitioner import partition_for
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    settings = make_settings()
+    assert ensure_topic(broker, topic, PARTITIONS)
+    ref = ReferenceTopic(PARTITIONS, partition_for)
+    records = workload(store, 1200, seed, 1_700_000_000_000)
+    assert produce_records(broker, topic, records).delivered == len(records)
+    ref.append(records)
+    real_commit, staged_batches = BatchCommitter.commit_staged, []
+
+    def killed_at_batch_2(self, staged, audit):
+        staged_batches.append(staged.batch_id)
+        if staged.batch_id == 2:  # batch 0 seeds the state, batch 1 is the first written through
+            raise RuntimeError("killed between the state write and the commit")
+        return real_commit(self, staged, audit)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchCommitter, "commit_staged", killed_at_batch_2)
+        with pytest.raises(Exception, match="killed between"):
+            run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=310)
+    assert staged_batches == [1, 2]
+    changelog = spark.read.format("delta").load(settings.table_path(store, "changelog"))
+    assert {r["batch_id"] for r in changelog.select("batch_id").distinct().collect()} == {0, 1}
+
+    result = run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=310)  # replays batch 2
+    assert result.batches >= 2
+    changelog = spark.read.format("delta").load(settings.table_path(store, "changelog"))
+    assert changelog.groupBy("epoch", "batch_id", "key", "window_start", "window_end").count().where("count > 1").count() == 0
+    assert audit_totals(spark, settings, store)["records_in"] == len(records)
+    publish_snapshot(spark, settings, [load_store(settings, store)])
+    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
+
 
 def _drop_newest_version(folder) -> int:
     """Deletes every file of the newest state version in `folder` (all partitions): what a process
@@ -107,7 +176,6 @@ def test_a_lost_state_write_is_replayed_and_lost_live_entries_are_seeded_again(s
        its next batch (batch id > 0) seeds them from the changelog, later batches read them."""
     import json
     import shutil
-    from pathlib import Path
 
     from support.reference import ReferenceTopic
     from support.reference_windowed import SPECS, run

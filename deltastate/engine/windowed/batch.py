@@ -8,11 +8,12 @@ an earlier attempt of the same batch, so a replay computes, and skips, exactly w
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
@@ -281,15 +282,29 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                 batch_max, carried_stream_times_json(clock.times), late=totals[layout.LATE]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
-            rows = changelog_rows(changes.puts, changes.removed, batch_id).persist()
-            cached.append(rows)
-            by_op = committer.commit(rows, batch_id, audit, op_counts)
+            rows = changelog_rows(changes.puts, changes.removed, batch_id)
+            staged, observed = None, Observation(f"ops_{uuid.uuid4().hex}")
+            if entries_here:
+                # One job writes the records as the changelog's files and into the state store, then
+                # they commit. A failure between the two replays the batch, which reads the state's
+                # version before it and writes the next one again.
+                through = live[0].write_through(rows, batch_id, horizon).observe(
+                    observed, *[c.alias(op) for op, c in op_counts.items()])
+                staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
+            if staged is not None:
+                committer.commit_staged(staged, audit)
+                by_op = {op: int(n) for op, n in observed.get.items()}
+                logged = time.perf_counter()
+            else:  # seeding the state, or a run's first batch that may be a replay of a committed one
+                rows = rows.persist()
+                cached.append(rows)
+                by_op = committer.commit(rows, batch_id, audit, op_counts)
+                logged = time.perf_counter()
+                # The state store follows the changelog: a batch whose commit landed and whose state
+                # write did not is replayed, reads the same version and writes it again.
+                seed = None if entries_here else live_entries(spark, settings, store, lineage, batch_id, None, horizon)
+                live[0].write(rows, batch_id, seed, horizon)
             by_op = {op: n for op, n in by_op.items() if n}
-            logged = time.perf_counter()
-            # The state store follows the changelog: a batch whose commit landed and whose state
-            # write did not is replayed, reads the same version and writes it again.
-            seed = None if entries_here else live_entries(spark, settings, store, lineage, batch_id, None, horizon)
-            live[0].write(rows, batch_id, seed, horizon)
             stated = time.perf_counter()
             committed_row = {**audit.row, WRITE_TIME: datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1

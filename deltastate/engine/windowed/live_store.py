@@ -46,6 +46,7 @@ from deltastate.stores.definition import StoreDefinition
 FOLDER = "live"  # beside the query's checkpoint folder
 MARKER = "live.json"
 IS_DELETE = "is_delete"
+_THROUGH = "_live_"  # write_through's state columns, beside the changelog columns of the same names
 STATE_KEY = ("key", WINDOW_START, WINDOW_END)  # io.deltastate.LiveEntryStore.KEY_SCHEMA, in order
 STATE_KEY_DDL = ", ".join(f"{c} {'string' if c == 'key' else 'bigint'}" for c in STATE_KEY)
 
@@ -124,6 +125,24 @@ class LiveStore:
         if horizon_ms is None or (self.swept is not None and horizon_ms - self.swept < self.sweep_every):
             return None
         return horizon_ms
+
+    def write_through(self, rows: DataFrame, batch_id: int, horizon_ms: int | None) -> DataFrame:
+        """rows (the batch's changelog rows) whose computation applies them at version batch_id, as
+        `write` does, inside the job that consumes them: the batch's changelog write writes the state
+        too, and the rows are computed once, without a cache. Once the batch is seeded only; a job
+        that fails before the batch's commit leaves the next version partly written, and the
+        batch's replay writes it again from this one."""
+        state = [F.col(c).alias(f"{_THROUGH}{c}") for c in self.keys]
+        state += [(F.col(OP) == F.lit(OP_DELETE)).alias(f"{_THROUGH}{IS_DELETE}")]
+        state += [F.col(c).alias(f"{_THROUGH}{c}") for c in self.carried]
+        sweep = self._sweep_at(horizon_ms)
+        through = self.spark._jvm.io.deltastate.LiveEntryStore.writeThrough(
+            rows.select(*state, *rows.columns)._jdf, len(self.carried), self.folder, self.run_id,
+            self._version(batch_id), self.partitions, 0 if sweep is None else self.sweep_column,
+            0 if sweep is None else sweep)
+        if sweep is not None:
+            self.swept = sweep  # a failed batch ends the run, and a new run sweeps at its first write
+        return DataFrame(through, self.spark)
 
     def write(self, rows: DataFrame, batch_id: int, seed: DataFrame | None, horizon_ms: int | None) -> None:
         """Applies the batch's changelog rows (puts and deletes) at version batch_id; with seed (the

@@ -98,6 +98,32 @@ public final class LiveEntryStore {
     }
 
     /**
+     * changes (columns key, window_start, window_end, is_delete, then valueCount value columns, as
+     * write takes them under any names, then the columns to return) with their application at version folded into their computation: each task
+     * applies its partition's changes as it hands them on, sweeps as write does, and commits once
+     * its partition is done. Returns the columns after the value columns, partitioned by key; the
+     * job that consumes them (the batch's changelog write) is the one that writes the state, so a
+     * batch's changes are computed once for both, in one job. A job that fails before its commit
+     * leaves version + 1 partly or wholly written; a replay writes it again from version.
+     */
+    public static Dataset<Row> writeThrough(Dataset<Row> changes, int valueCount, String dir, String runId,
+                                            long version, int partitions, int sweepColumn, long horizon) {
+        org.apache.spark.sql.classic.Dataset<Row> part =
+            (org.apache.spark.sql.classic.Dataset<Row>) changes.repartition(partitions, changes.col(changes.columns()[0]));
+        StructType schema = part.schema();
+        StructType values = new StructType(java.util.Arrays.copyOfRange(schema.fields(), 4, 4 + valueCount));
+        SparkSession spark = part.sparkSession();
+        RDD<InternalRow> applied = withStateStore(part.queryExecution().toRdd(), spark,
+                                                  stateInfo(dir, runId, version, partitions), values,
+                                                  new ApplyThrough(values, sweepColumn, horizon));
+        org.apache.spark.sql.Column[] rest = new org.apache.spark.sql.Column[schema.length() - 4 - valueCount];
+        for (int i = 0; i < rest.length; i++) {
+            rest[i] = org.apache.spark.sql.functions.col(schema.fields()[4 + valueCount + i].name());
+        }
+        return spark.internalCreateDataFrame(applied, schema, false).select(rest);
+    }
+
+    /**
      * The live entries (key, window_start, window_end, value columns) at version that `asked` names:
      * rows (key, window_start, window_end), each the one entry with those bounds, or, with null
      * bounds, every entry of the key. An entry asked for more than once is returned once.
@@ -163,54 +189,46 @@ public final class LiveEntryStore {
         }
     }
 
-    /** Puts and removes one partition's changes, then commits. */
-    private static final class Apply extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>>
-            implements Serializable {
-        private final StructType values;
-        private final int sweepColumn;
-        private final long horizon;
+    /** Puts and removes changes in one partition's store, and sweeps it; rows as write takes them. */
+    private static final class Changes {
+        private final UnsafeProjection keyOf = UnsafeProjection.create(KEY_SCHEMA);
+        private final UnsafeProjection valueOf;
+        private final DataType[] types;
+        private final StateStore store;
 
-        Apply(StructType values, int sweepColumn, long horizon) {
-            this.values = values;
-            this.sweepColumn = sweepColumn;
-            this.horizon = horizon;
-        }
-
-        @Override
-        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> rows) {
-            UnsafeProjection keyOf = UnsafeProjection.create(KEY_SCHEMA);
-            UnsafeProjection valueOf = UnsafeProjection.create(values);
-            DataType[] types = new DataType[values.length()];
+        Changes(StructType values, StateStore store) {
+            this.valueOf = UnsafeProjection.create(values);
+            this.types = new DataType[values.length()];
             for (int i = 0; i < types.length; i++) {
                 types[i] = values.fields()[i].dataType();
             }
-            long applied = 0;
-            while (rows.hasNext()) {
-                InternalRow row = rows.next();
-                UnsafeRow key = keyOf.apply(new GenericInternalRow(new Object[] {
-                    row.getUTF8String(0).clone(), row.getLong(1), row.getLong(2)})).copy();
-                if (row.getBoolean(3)) {
-                    store.remove(key, FAMILY);
-                } else {
-                    Object[] value = new Object[types.length];
-                    for (int i = 0; i < types.length; i++) {
-                        value[i] = row.isNullAt(4 + i) ? null : row.get(4 + i, types[i]);
-                    }
-                    store.put(key, valueOf.apply(new GenericInternalRow(value)).copy(), FAMILY);
+            this.store = store;
+        }
+
+        void apply(InternalRow row) {
+            UnsafeRow key = keyOf.apply(new GenericInternalRow(new Object[] {
+                row.getUTF8String(0).clone(), row.getLong(1), row.getLong(2)})).copy();
+            if (row.getBoolean(3)) {
+                store.remove(key, FAMILY);
+            } else {
+                Object[] value = new Object[types.length];
+                for (int i = 0; i < types.length; i++) {
+                    value[i] = row.isNullAt(4 + i) ? null : row.get(4 + i, types[i]);
                 }
-                applied++;
+                store.put(key, valueOf.apply(new GenericInternalRow(value)).copy(), FAMILY);
             }
+        }
+
+        /** Sweeps (sweepColumn > 0: the partition's entries at or below horizon), then commits. */
+        void commit(int sweepColumn, long horizon) {
             if (sweepColumn > 0) {
-                sweep(store);
+                sweep(sweepColumn, horizon);
             }
             store.commit();
-            List<InternalRow> count = new ArrayList<>();
-            count.add(new GenericInternalRow(new Object[] {applied}));
-            return CollectionConverters.asScala(count.iterator());
         }
 
         /** Removes the partition's entries at or below the horizon, collected first, then removed. */
-        private void sweep(StateStore store) {
+        private void sweep(int sweepColumn, long horizon) {
             List<UnsafeRow> expired = new ArrayList<>();
             StateStoreIterator<UnsafeRowPair> entries = store.iterator(FAMILY);
             try {
@@ -226,6 +244,75 @@ public final class LiveEntryStore {
             for (UnsafeRow key : expired) {
                 store.remove(key, FAMILY);
             }
+        }
+    }
+
+    /** A task's work on its partition's store: the changes' value schema and the sweep to do. */
+    private abstract static class PartitionWrite
+            extends AbstractFunction2<StateStore, Iterator<InternalRow>, Iterator<InternalRow>> implements Serializable {
+        final StructType values;
+        final int sweepColumn;
+        final long horizon;
+
+        PartitionWrite(StructType values, int sweepColumn, long horizon) {
+            this.values = values;
+            this.sweepColumn = sweepColumn;
+            this.horizon = horizon;
+        }
+    }
+
+    /** Applies one partition's changes, then commits; one row out: the number applied. */
+    private static final class Apply extends PartitionWrite {
+        Apply(StructType values, int sweepColumn, long horizon) {
+            super(values, sweepColumn, horizon);
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> rows) {
+            Changes changes = new Changes(values, store);
+            long applied = 0;
+            while (rows.hasNext()) {
+                changes.apply(rows.next());
+                applied++;
+            }
+            changes.commit(sweepColumn, horizon);
+            List<InternalRow> count = new ArrayList<>();
+            count.add(new GenericInternalRow(new Object[] {applied}));
+            return CollectionConverters.asScala(count.iterator());
+        }
+    }
+
+    /** Applies one partition's changes as they are handed on; commits when the last has been. */
+    private static final class ApplyThrough extends PartitionWrite {
+        ApplyThrough(StructType values, int sweepColumn, long horizon) {
+            super(values, sweepColumn, horizon);
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> rows) {
+            Changes changes = new Changes(values, store);
+            return new scala.collection.AbstractIterator<InternalRow>() {
+                private boolean committed;
+
+                @Override
+                public boolean hasNext() {
+                    if (rows.hasNext()) {
+                        return true;
+                    }
+                    if (!committed) {
+                        changes.commit(sweepColumn, horizon);
+                        committed = true;
+                    }
+                    return false;
+                }
+
+                @Override
+                public InternalRow next() {
+                    InternalRow row = rows.next();
+                    changes.apply(row);
+                    return row;
+                }
+            };
         }
     }
 
