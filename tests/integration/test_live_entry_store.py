@@ -150,6 +150,40 @@ def test_a_batch_killed_between_its_state_write_and_its_commit_is_replayed_once(
     assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], ref.records).state)
 
 
+def test_a_batch_of_dead_letters_alone_commits_its_audit_and_moves_the_state_on(broker, spark, make_settings,
+                                                                                topic):
+    """A seeded window store's batch whose every record is dead-lettered: its one job writes no
+    changelog file and an unchanged state version, its commit carries its audit; the next batch reads
+    that version, and the snapshot equals the reference over the good records."""
+    from support.reference import ReferenceTopic
+    from support.reference_windowed import SPECS, run
+    from support.windowed import assert_state_equal, audit_totals, snapshot_rows, workload
+
+    from deltastate.engine import run_store
+    from deltastate.ingest.partitioner import partition_for
+    from deltastate.ingest.producer import ensure_topic, produce_records
+    from deltastate.snapshot import publish_snapshot
+    from deltastate.stores import load_store
+
+    store, settings = "trade_stats", make_settings()
+    assert ensure_topic(broker, topic, PARTITIONS)
+    first = workload(store, 600, 51, 1_700_000_000_000)
+    bad = [(f"bad-{i}".encode(), b"{not json") for i in range(40)]
+    later = workload(store, 300, 52, 1_700_000_600_000)
+    ref = ReferenceTopic(PARTITIONS, partition_for)
+    for part, limit, batches in ((first, 310, 2), (bad, 100, 1), (later, 400, 1)):
+        assert produce_records(broker, topic, part).delivered == len(part)
+        ref.append(part)
+        assert run_store(settings, store, once=True, topic=topic, max_offsets_per_trigger=limit).batches == batches
+    changelog = spark.read.format("delta").load(settings.table_path(store, "changelog"))
+    assert sorted(r["batch_id"] for r in changelog.select("batch_id").distinct().collect()) == [0, 1, 3]
+    totals = audit_totals(spark, settings, store)
+    assert (totals["records_in"], totals["dead_lettered"]) == (940, 40 + totals["late"])
+    publish_snapshot(spark, settings, [load_store(settings, store)])
+    good = [r for r in ref.records if r.value != b"{not json"]
+    assert_state_equal(snapshot_rows(settings, store), run(SPECS[store], good).state)
+
+
 def _drop_newest_version(folder) -> int:
     """Deletes every file of the newest state version in `folder` (all partitions): what a process
     killed before its state write leaves. Returns that version."""
