@@ -89,13 +89,17 @@ class BatchCommitter:
         that may have landed already (its intake audit or its changelog txn says so): `commit`
         handles that replay. A first batch that has not is staged to commit with its txn version."""
         spark = records.sparkSession
-        first = self._replayable(batch_id)
-        if first and self._may_have_landed(spark, batch_id, intake_app_id):
+        if not self.stages(spark, batch_id, intake_app_id):
             return None
         jvm = spark._jvm
         txn = jvm.io.deltastate.BatchAppend.begin(spark._jsparkSession, self.changelog)
         return StagedAppend(batch_id, jvm.io.deltastate.BatchAppend.write(txn, records._jdf, RECORDS_PER_FILE),
-                            idempotent=first)
+                            idempotent=self._replayable(batch_id))
+
+    def stages(self, spark: SparkSession, batch_id: int, intake_app_id: str) -> bool:
+        """Whether `stage` writes the batch (else it returns None): every batch but a run's first
+        one that may have landed already. A writer asks before planning what it would stage."""
+        return not (self._replayable(batch_id) and self._may_have_landed(spark, batch_id, intake_app_id))
 
     def commit_staged(self, staged: StagedAppend, audit: BatchAudit) -> int:
         """Commits a staged batch's files with its audit; returns the changelog version it landed as.

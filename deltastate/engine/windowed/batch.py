@@ -284,7 +284,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
             rows = changelog_rows(changes.puts, changes.removed, batch_id)
             staged, observed = None, Observation(f"ops_{uuid.uuid4().hex}")
-            if entries_here:
+            if entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE)):
                 # One job writes the records as the changelog's files and into the state store, then
                 # they commit. A failure between the two replays the batch, which reads the state's
                 # version before it and writes the next one again.
