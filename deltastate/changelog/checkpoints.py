@@ -1,14 +1,20 @@
-"""The changelog's Delta checkpoints, written beside the stream rather than inside its commits.
+"""A store's Delta checkpoints (changelog and intake), written beside the stream, not inside its commits.
 
 Delta writes a table's checkpoint inside the commit whose version is a multiple of the table's
 `delta.checkpointInterval` (10 by default): the micro-batch that lands on such a version rebuilds
 the table's state and writes the checkpoint (seconds on a small machine) before it finishes, so one
-batch in ten would be late by that much. A changelog carries an interval no commit reaches
-(NO_COMMIT_CHECKPOINTS), and its writers checkpoint it themselves once `EVERY` commits have landed
-since its newest checkpoint: a running store from its own thread beside the stream (engine/run.py,
-with the audit copies) and when it stops; compaction and cleanup after their commits. A one-off
-commit (a restore's cleanup, a migration's seed) leaves the checkpoint to the next of those. Readers
-find a checkpoint every ten commits or so, as with Delta's default; only who pays for it moved.
+batch in ten would be late by that much. A changelog and an intake table carry an interval no commit
+reaches (NO_COMMIT_CHECKPOINTS), and their writers checkpoint them once `EVERY` commits have landed
+since the newest checkpoint (maintenance/log_retention.py): a running store from its own thread
+beside the stream (engine/run.py, with the audit copies) and when it stops; compaction and cleanup
+after their commits. A one-off commit (a restore's cleanup, a migration's seed) leaves the
+checkpoint to the next of those. Readers find a checkpoint every ten commits or so, as with Delta's
+default; only who pays for it moved.
+
+The checkpoint is written by Delta Kernel in the calling thread (jvm/src/io/deltastate/
+KernelCheckpoint.java): Delta Spark's own checkpoint runs two Spark jobs that take the executors'
+task slots from the stream's next batch (`deltastate bench freshness`: those batches were the
+slowest tenth); Kernel's replay of the same log takes one driver thread for a fraction of that time.
 
 A checkpoint of version N written while the stream commits N+1 is safe: checkpoints describe one
 version and Delta's readers pick the newest complete one.
@@ -56,14 +62,14 @@ def versions_behind(spark: SparkSession, path: str) -> tuple[int, int] | None:
 
 def checkpoint_if_due(spark: SparkSession, path: str, every: int = EVERY) -> int | None:
     """Checkpoints the table's newest version when `every` commits or more have landed since its
-    newest checkpoint; returns the version checkpointed, None when none was due."""
+    newest checkpoint; returns the version checkpointed, None when none was due (or a concurrent
+    writer's checkpoint of that version exists)."""
     found = versions_behind(spark, path)
     if found is None or found[0] - max(found[1], 0) < every:
         return None
-    delta_log = _delta_log(spark, path)
-    snapshot = delta_log.update(False, _none(spark), _none(spark))
-    delta_log.checkpoint(snapshot, _none(spark))
-    return int(snapshot.version())
+    version = found[0]
+    hadoop_conf = spark._jsc.hadoopConfiguration()
+    return version if spark._jvm.io.deltastate.KernelCheckpoint.write(hadoop_conf, path, version) else None
 
 
 def checkpoint_quietly(spark: SparkSession, path: str) -> None:

@@ -49,15 +49,17 @@ def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinitio
     changelog = settings.table_path(store.storage, CHANGELOG)
     # A new changelog records its definition, its checkpoint interval (changelog/checkpoints.py) and
     # its log properties (changelog/log_cleanup.py) in the creating commit; check_definition adds them
-    # to a table that lacks them, as the intake's are added to an intake table.
+    # to a table that lacks them, as the intake's interval and log properties are added to an intake table.
     _create(spark, changelog, changelog_columns(store), SEGMENT, f"deltastate changelog of store {store.name}",
             _changelog_properties(store))
     check_definition(spark, changelog, store)
     _create(spark, settings.table_path(store.storage, DEADLETTER), DEADLETTER_COLUMNS, None,
             f"deltastate dead letters of store {store.name}")
     intake = settings.table_path(store.storage, INTAKE)
-    _create(spark, intake, INTAKE_COLUMNS, None, f"deltastate intake audit of store {store.name}", log_properties())
-    _add_missing(spark, intake, missing_log_properties(table_properties(spark, intake)))
+    _create(spark, intake, INTAKE_COLUMNS, None, f"deltastate intake audit of store {store.name}",
+            {INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS, **log_properties()})
+    properties = table_properties(spark, intake)
+    _add_missing(spark, intake, {**_missing_checkpoint_interval(properties), **missing_log_properties(properties)})
 
 
 def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False) -> None:
@@ -116,8 +118,13 @@ def check_definition(spark: SparkSession, changelog_path: str, store: StoreDefin
             store.name, "the definition changed in a way its existing changelog and checkpoint cannot follow: "
             + "; ".join(changes) + ". Restore the previous definition, or declare the new one as a new store "
             "(a new name) and migrate to it")
-    wanted = {INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS}
+    missing = _missing_checkpoint_interval(properties)
     if recorded is None:  # the recorded definition stays the one that created the table
-        wanted[compat.PROPERTY] = compat.encode(store)
-    missing = {key: value for key, value in wanted.items() if properties.get(key) != value}
+        missing[compat.PROPERTY] = compat.encode(store)
     _add_missing(spark, changelog_path, {**missing, **missing_log_properties(properties)})
+
+
+def _missing_checkpoint_interval(properties: dict[str, str]) -> dict[str, str]:
+    """The interval no commit reaches (changelog/checkpoints.py), when a table created by an earlier
+    deltastate lacks it: Delta would otherwise checkpoint inside every tenth commit."""
+    return {} if properties.get(INTERVAL_PROPERTY) == NO_COMMIT_CHECKPOINTS else {INTERVAL_PROPERTY: NO_COMMIT_CHECKPOINTS}

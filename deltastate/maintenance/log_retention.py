@@ -11,7 +11,7 @@ reader follows them from the log itself:
     those versions' data files for the same reason, maintenance/vacuum.py).
 `maintain_logs` runs from a continuous run's own thread beside the stream (at most once a minute:
 the cutoff moves by the minute), when a run stops, and after compaction and cleanup; it writes the
-changelog's Delta checkpoint first when one is due (changelog/checkpoints.py), since a cleanup only
+changelog's and the intake's Delta checkpoints first when one is due (changelog/checkpoints.py), since a cleanup only
 deletes what a checkpoint makes unnecessary.
 """
 
@@ -83,11 +83,12 @@ def retention_ms(spark: SparkSession, path: str) -> int:
 
 
 def maintain_logs(spark: SparkSession, settings: Settings, store: StoreDefinition, clean_now: bool = False) -> None:
-    """The changelog's checkpoint when one is due, then both logs' cleanup when a minute has passed
+    """Each table's checkpoint when one is due, then both logs' cleanup when a minute has passed
     since the last one here (or clean_now). Neither decides any work's outcome: a failure is logged
     and the next call tries again."""
     changelog, intake = (settings.table_path(store.storage, t) for t in (CHANGELOG, INTAKE))
     checkpoint_quietly(spark, changelog)
+    checkpoint_quietly(spark, intake)
     now = time.monotonic()
     if not clean_now and now - _last_cleaned.get(changelog, float("-inf")) < CLEAN_EVERY_S:
         return
