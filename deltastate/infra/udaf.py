@@ -1,5 +1,5 @@
 """Builds deltastate's own JVM functions (jvm/src: the resettable fold, the live-entry store, the
-Delta log cleanup) into a jar with javac, against pyspark's bundled jars and the Delta jars, so Spark
+Delta log cleanup and checkpoint) into a jar with javac, against pyspark's bundled jars and the Delta jars, so Spark
 loads them from a local path like every other jar. Rebuilt only when the sources change."""
 
 from __future__ import annotations
