@@ -15,6 +15,8 @@ The checkpoint is written by Delta Kernel in the calling thread (jvm/src/io/delt
 KernelCheckpoint.java): Delta Spark's own checkpoint runs two Spark jobs that take the executors'
 task slots from the stream's next batch (`deltastate bench freshness`: those batches were the
 slowest tenth); Kernel's replay of the same log takes one driver thread for a fraction of that time.
+Kernel does not carry the tombstones of the checkpoint it starts from (`_kernel_writes`), so a table
+holding tombstones, and one Kernel refuses, is checkpointed by Delta Spark as before.
 
 A checkpoint of version N written while the stream commits N+1 is safe: checkpoints describe one
 version and Delta's readers pick the newest complete one.
@@ -26,12 +28,15 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from py4j.protocol import Py4JJavaError
+
 from deltastate.changelog.deltalog import commit_versions, complete_checkpoints, local_dir, v2_checkpoints
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+_kernel_refused: set[str] = set()  # tables whose Kernel refusal was logged once
 
 EVERY = 10  # commits between checkpoints: Delta's own default interval
 INTERVAL_PROPERTY = "delta.checkpointInterval"
@@ -67,9 +72,42 @@ def checkpoint_if_due(spark: SparkSession, path: str, every: int = EVERY) -> int
     found = versions_behind(spark, path)
     if found is None or found[0] - max(found[1], 0) < every:
         return None
-    version = found[0]
-    hadoop_conf = spark._jsc.hadoopConfiguration()
-    return version if spark._jvm.io.deltastate.KernelCheckpoint.write(hadoop_conf, path, version) else None
+    if _kernel_writes(path):
+        try:
+            written = spark._jvm.io.deltastate.KernelCheckpoint.write(spark._jsc.hadoopConfiguration(), path, found[0])
+            return found[0] if written else None
+        except Py4JJavaError as error:  # a table Kernel refuses to checkpoint (a CHECK constraint, ...)
+            if path not in _kernel_refused:
+                _kernel_refused.add(path)
+                log.warning("Delta Kernel cannot checkpoint %s (%s); Delta Spark writes its checkpoints, as Spark jobs",
+                            path, str(error.java_exception).splitlines()[0])
+    delta_log = _delta_log(spark, path)
+    snapshot = delta_log.update(False, _none(spark), _none(spark))
+    delta_log.checkpoint(snapshot, _none(spark))
+    return int(snapshot.version())
+
+
+def _kernel_writes(path: str) -> bool:
+    """Whether Kernel may write the table's next checkpoint: a local table whose newest checkpoint
+    holds no tombstone. Kernel's checkpoint keeps the removes of the commits it replays, not those of
+    the checkpoint it starts from, where Delta keeps a tombstone for the table's
+    delta.deletedFileRetentionDuration so that VACUUM spares a recently removed file that older
+    versions (time travel, a retained snapshot's version) still read. A table a compaction or cleanup
+    rewrote is checkpointed by Delta Spark until its tombstones have expired."""
+    root = local_dir(path)
+    if root is None:
+        return False
+    folder = root / "_delta_log"
+    names = os.listdir(folder)
+    if v2_checkpoints(names):
+        return False
+    checkpoints = complete_checkpoints(folder, names)
+    if not checkpoints:
+        return True
+    import pyarrow.parquet as pq  # only a log with a checkpoint needs it
+
+    return all(t.column("remove").null_count == t.num_rows
+               for t in (pq.read_table(f, columns=["remove"]) for f in checkpoints[max(checkpoints)]))
 
 
 def checkpoint_quietly(spark: SparkSession, path: str) -> None:

@@ -106,7 +106,7 @@ def run_store(settings: Settings, store_name: str, *, once: bool = True, trigger
 
 def beside_stream(spark, settings: Settings, store: StoreDefinition, committer: BatchCommitter) -> None:
     """A continuous run's own thread, between its checks: the audit copy when one is due, and the
-    changelog's Delta checkpoint and the logs' cleanup when due (changelog/checkpoints.py,
+    changelog's and intake's Delta checkpoints and the logs' cleanup when due (changelog/checkpoints.py,
     changelog/log_cleanup.py), so no batch pays any of them."""
     committer.maybe_copy(spark)
     maintain_logs(spark, settings, store)

@@ -52,6 +52,8 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # Delta lists a table's _delta_log on every commit; Hadoop's local listing stats every file
         # of the folder, this store only the files from the asked version on (jvm/src, LocalLogStore).
         "spark.delta.logStore.file.impl": "io.deltastate.LocalLogStore",
+        # The same listing for Delta Kernel, which writes the checkpoints (changelog/checkpoints.py).
+        "spark.hadoop.io.delta.kernel.logStore.file.impl": "io.deltastate.LocalLogStore",
         "spark.sql.adaptive.enabled": "false",
         # Delta rebuilds a table's snapshot with this many tasks (default 50): on a few cores and
         # logs of a few thousand actions, 50 tasks cost more than the replay itself.

@@ -82,6 +82,36 @@ def test_a_checkpoint_after_removes_reads_as_delta_reads_the_table(spark, tmp_pa
     assert sorted(r["id"] for r in spark.read.format("delta").load(path).select("id").collect()) == expected
     files = {Path(p).name for p in spark.read.format("delta").load(path).inputFiles()}
     assert {Path(p).name for p in read_log_state(path, with_files=True).files} == files
+    # The removed files' tombstones outlive the next checkpoint too: VACUUM spares a file removed
+    # within delta.deletedFileRetentionDuration only while a tombstone names it.
+    tombstones = _tombstones(path, newest)
+    assert tombstones, "the checkpoint holds no tombstone of the deleted and overwritten files"
+    _append(spark, path, 80)
+    assert checkpoint_if_due(spark, path, every=1) == newest + 1
+    assert _tombstones(path, newest + 1) == tombstones
+    assert sorted(r["id"] for r in spark.read.format("delta").load(path).select("id").collect()) == \
+        sorted([*expected, 80, 81, 82])
+
+
+def test_a_table_kernel_refuses_is_checkpointed_by_delta_spark(spark, tmp_path: Path) -> None:
+    """Kernel does not checkpoint a table with a CHECK constraint; Delta Spark writes it instead."""
+    path = str(tmp_path / "table")
+    _table_of_appends(spark, path, 3)
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT non_negative CHECK (id >= 0)")
+    _append(spark, path, 30)
+    newest = versions_behind(spark, path)[0]
+    assert checkpoint_if_due(spark, path, every=1) == newest
+    assert _checkpoint_files(path) == [f"{newest:020d}.checkpoint.parquet"]
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert spark.read.format("delta").load(path).count() == 12
+
+
+def _tombstones(path: str, version: int) -> set[str]:
+    """The paths of the remove actions in the table's checkpoint of `version`."""
+    import pyarrow.parquet as pq
+
+    removes = pq.read_table(Path(path) / "_delta_log" / f"{version:020d}.checkpoint.parquet", columns=["remove"])
+    return {r["path"] for r in removes.column("remove").to_pylist() if r is not None}
 
 
 @pytest.mark.parametrize("table", [CHANGELOG, INTAKE])

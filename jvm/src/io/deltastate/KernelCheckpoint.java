@@ -13,10 +13,12 @@ import org.apache.hadoop.conf.Configuration;
  * Delta Spark writes a checkpoint from the snapshot's reconstructed state: a Spark job over the
  * table's log ("Compute snapshot for version N"), then a second job writing the Parquet file, both
  * scheduled on the executors the stream's micro-batches run on. Kernel replays the same log (the
- * newest checkpoint and the commits after it) in this thread and writes the same actions: no task
- * slot is taken from a running batch. The file is a classic single-file checkpoint that Delta Spark,
- * Kernel-based readers and deltastate's own log readers read alike (add.stats as JSON, without the
- * parsed stats columns, which Delta Spark fills from the JSON when it wants them).
+ * newest checkpoint and the commits after it) in this thread: no task slot is taken from a running
+ * batch. The file is a classic single-file checkpoint that Delta Spark, Kernel-based readers and
+ * deltastate's own log readers read alike (add.stats as JSON, without the parsed stats columns, which
+ * Delta Spark fills from the JSON when it wants them). Kernel keeps the removes of the commits it
+ * replays but not the tombstones of the checkpoint it starts from: the caller
+ * (deltastate/changelog/checkpoints.py) uses it only when that checkpoint holds none.
  */
 public final class KernelCheckpoint {
     private KernelCheckpoint() {}
