@@ -92,7 +92,7 @@ def _kernel_writes(path: str) -> bool:
     holds no tombstone. Kernel's checkpoint keeps the removes of the commits it replays, not those of
     the checkpoint it starts from, where Delta keeps a tombstone for the table's
     delta.deletedFileRetentionDuration so that VACUUM spares a recently removed file that older
-    versions (time travel, a retained snapshot's version) still read. A table a compaction or cleanup
+    versions (time travel, a retained snapshot's version) still read. A table a compaction
     rewrote is checkpointed by Delta Spark until its tombstones have expired."""
     root = local_dir(path)
     if root is None:
