@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from py4j.protocol import Py4JJavaError
@@ -104,10 +105,16 @@ def _kernel_writes(path: str) -> bool:
     checkpoints = complete_checkpoints(folder, names)
     if not checkpoints:
         return True
+    return not any(_holds_removes(f) for f in checkpoints[max(checkpoints)])
+
+
+def _holds_removes(checkpoint_file: Path) -> bool:
     import pyarrow.parquet as pq  # only a log with a checkpoint needs it
 
-    return all(t.column("remove").null_count == t.num_rows
-               for t in (pq.read_table(f, columns=["remove"]) for f in checkpoints[max(checkpoints)]))
+    if "remove" not in pq.read_schema(checkpoint_file).names:  # a writer may leave out an absent action
+        return False
+    removes = pq.read_table(checkpoint_file, columns=["remove"])
+    return removes.column("remove").null_count < removes.num_rows
 
 
 def checkpoint_quietly(spark: SparkSession, path: str) -> None:
