@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, audit_record
 from deltastate.changelog.batch_commit import BatchCommitter
-from deltastate.changelog.bookkeeping import run_bookkeeping
+from deltastate.changelog.bookkeeping import bookkeeping_columns
 from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (
     SOURCE_OFFSET,
@@ -31,6 +31,7 @@ from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
+from deltastate.engine.common.steps import Aggregate, Select
 from deltastate.engine.windowed import sessions as session_merge
 from deltastate.engine.windowed.live_store import LiveStore
 from deltastate.engine.windowed.records import (
@@ -42,7 +43,6 @@ from deltastate.engine.windowed.records import (
     event_fields,
     flag_columns,
     session_store_time,
-    with_flags,
 )
 from deltastate.engine.windowed.state import live_entries
 from deltastate.engine.windowed.stream_time import (
@@ -52,7 +52,7 @@ from deltastate.engine.windowed.stream_time import (
     load_stream_times,
     split_partitions,
 )
-from deltastate.engine.windowed.windows import window_changes, window_contributions
+from deltastate.engine.windowed.windows import WindowPlan
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
@@ -84,31 +84,38 @@ class _Clock:
     times: dict[int, int] = field(default_factory=dict)
 
 
-def changelog_select(store: StoreDefinition, lineage: Lineage) -> Callable[[DataFrame, DataFrame | None, int], DataFrame]:
-    """(puts, deletes, batch_id) -> the batch's changelog rows. The columns are built once per run:
-    each costs py4j calls, which every batch paid again."""
+_BATCH, _SEGMENT = "_batch_id", "_segment"  # a batch's own bookkeeping literals, read by the prebuilt select
+
+
+def changelog_select(spark: SparkSession, store: StoreDefinition,
+                     lineage: Lineage) -> Callable[[DataFrame, DataFrame | None, int], DataFrame]:
+    """(puts, deletes, batch_id) -> the batch's changelog rows. The steps are built once per run
+    (engine/common/steps.py); a batch adds only its batch id and segment, as two literal columns
+    the last step reads (Spark folds them into the projection)."""
     # Aggregations come out of the merge; derived fields are computed over them on every put.
     aggregated = {a.target: F.col(a.target) for a in store.aggregations}
     values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
-    put_columns = [layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
-                   F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
-                   F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"]
-    delete_columns = [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                      *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
-                      F.lit(None).cast("bigint").alias(layout.EVENTS),
-                      F.lit(layout.OP_DELETE).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET,
-                      F.lit(None).cast("bigint").alias("event_ms")]
+    put_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
+                              F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
+                              F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
+    delete_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                                 *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
+                                 F.lit(None).cast("bigint").alias(layout.EVENTS),
+                                 F.lit(layout.OP_DELETE).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET,
+                                 F.lit(None).cast("bigint").alias("event_ms")])
     head = [layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
             F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS]
-    bookkeeping = run_bookkeeping(
+    bookkeeping = bookkeeping_columns(
         op=F.col(layout.OP), value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
-        source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, lineage_id=lineage.lineage_id,
-        event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
+        source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, batch_id=F.col(_BATCH), segment=F.col(_SEGMENT),
+        lineage_id=lineage.lineage_id, event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
+    changelog_rows = Select(spark, [*head, *bookkeeping])
 
     def rows(puts: DataFrame, deletes: DataFrame | None, batch_id: int) -> DataFrame:
-        put_rows = puts.select(*put_columns)
-        both = put_rows if deletes is None else put_rows.unionByName(deletes.select(*delete_columns))
-        return both.select(*head, *bookkeeping(batch_id))
+        both = put_rows(puts) if deletes is None else put_rows(puts).unionByName(delete_rows(deletes))
+        own = (both.withColumn(_BATCH, F.lit(batch_id))
+               .withColumn(_SEGMENT, F.lit(layout.segment_of(lineage.epoch, batch_id))))
+        return changelog_rows(own)
 
     return rows
 
@@ -124,61 +131,75 @@ def _whole_keys(rows: DataFrame) -> DataFrame:
                        F.lit(None).cast("bigint").alias(layout.WINDOW_END))
 
 
-def _window_batch(spark: SparkSession, store: StoreDefinition, entries: Entries, events: DataFrame,
-                  deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
-    # The state read asks for the windows the batch's events fall into, one lookup each, so it costs
-    # what the batch touches, not what retention keeps; a key the batch deletes is read whole.
-    applied = events.where(~F.col(IS_LATE))
-    if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
-        contributions = window_contributions(applied, store, None)
-        state = entries(contributions.select("key_str", layout.WINDOW_START, layout.WINDOW_END))
-        puts, _ = window_changes(contributions, state, None, store)
-        return WindowedChanges(puts)
-    delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
-                                                    F.max("partition").alias("delete_partition"))
-    contributions = window_contributions(applied, store, delete_offsets)
-    state = entries(contributions.select("key_str", layout.WINDOW_START, layout.WINDOW_END)
-                    .unionByName(_whole_keys(deletes)))
-    deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
-    puts, removed = window_changes(contributions, state, deleted_keys.select(layout.KEY), store)
-    assert removed is not None
-    removed = (removed.join(deleted_keys, layout.KEY)
-               .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                       F.col("delete_partition").alias(SOURCE_PARTITION),
-                       F.col("delete_offset").alias(SOURCE_OFFSET)))
-    return WindowedChanges(puts, removed)
+# One batch's step: (entries, events, deletes, has_deletes) -> its changes.
+Step = Callable[[Entries, DataFrame, DataFrame, bool], WindowedChanges]
 
 
-def _session_batch(spark: SparkSession, store: StoreDefinition, entries: Entries, events: DataFrame,
-                   deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
-    # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
-    assert store.session is not None
+def _window_step(spark: SparkSession, store: StoreDefinition) -> Step:
+    plan = WindowPlan(spark, store)
+    not_late = ~F.col(IS_LATE)
+    wanted = Select(spark, ["key_str", layout.WINDOW_START, layout.WINDOW_END])
+
+    def step(entries: Entries, events: DataFrame, deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
+        # The state read asks for the windows the batch's events fall into, one lookup each, so it
+        # costs what the batch touches, not what retention keeps; a key the batch deletes is read whole.
+        applied = events.where(not_late)
+        if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
+            contributions = plan.contributions(applied, None)
+            puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
+            return WindowedChanges(puts)
+        delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
+                                                        F.max("partition").alias("delete_partition"))
+        contributions = plan.contributions(applied, delete_offsets)
+        state = entries(wanted(contributions).unionByName(_whole_keys(deletes)))
+        deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
+        puts, removed = plan.changes(contributions, state, deleted_keys.select(layout.KEY))
+        assert removed is not None
+        removed = (removed.join(deleted_keys, layout.KEY)
+                   .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                           F.col("delete_partition").alias(SOURCE_PARTITION),
+                           F.col("delete_offset").alias(SOURCE_OFFSET)))
+        return WindowedChanges(puts, removed)
+
+    return step
+
+
+def _session_step(spark: SparkSession, store: StoreDefinition) -> Step:
+    spec = store.session
+    assert spec is not None
     fields = event_fields(store)
-    records = events.select(
+    records = Select(spark, [
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.col(store.event_time_field).alias("ts"), STREAM_TIME,
-        session_store_time(store.session).alias(STORE_TIME), F.lit(False).alias("is_delete"),
-        *[F.col(f) for f in fields if f != "ts"])
-    delete_records = deletes.select(
+        session_store_time(spec).alias(STORE_TIME), F.lit(False).alias("is_delete"),
+        *[F.col(f) for f in fields if f != "ts"]])
+    delete_records = Select(spark, [
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
-        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete"))
-    # A session's bounds move as it merges: the batch reads every live session of the keys it touches.
-    state = entries(_whole_keys(events).unionByName(_whole_keys(deletes))).withColumn("kind", F.lit(session_merge.STATE))
-    merged_input = (state.unionByName(records, allowMissingColumns=True)
-                    .unionByName(delete_records, allowMissingColumns=True))
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
-    # every cached plan over a table it appends to, so a cached merge ran again after the changelog
-    # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
-    out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
-           .mapInArrow(lambda batches: session_merge.merge_partition(store, batches),
-                       session_merge.output_ddl(store))).localCheckpoint(eager=True)
-    puts = out.where(F.col("kind") == "put")
-    removed = out.where(F.col("kind") == "delete")
-    late = out.where(F.col("kind") == session_merge.LATE).select(F.col(SOURCE_PARTITION).alias("partition"),
-                                                     F.col(SOURCE_OFFSET).alias("offset"))
-    return WindowedChanges(puts, removed, late, (out,))
+        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete")])
+    whole_keys = Select(spark, ["key_str", F.lit(None).cast("bigint").alias(layout.WINDOW_START),
+                                F.lit(None).cast("bigint").alias(layout.WINDOW_END)])
+    as_state = Select(spark, ["*", F.lit(session_merge.STATE).alias("kind")])
+    output_ddl = session_merge.output_ddl(store)
+    is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
+    late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
+
+    def step(entries: Entries, events: DataFrame, deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
+        # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
+        # A session's bounds move as it merges: the batch reads every live session of the keys it touches.
+        state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
+        merged_input = (state.unionByName(records(events), allowMissingColumns=True)
+                        .unionByName(delete_records(deletes), allowMissingColumns=True))
+        # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
+        # every cached plan over a table it appends to, so a cached merge ran again after the changelog
+        # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
+        partitions = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
+               .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
+               ).localCheckpoint(eager=True)
+        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)), (out,))
+
+    return step
 
 
 def _release(df: DataFrame) -> None:
@@ -201,25 +222,29 @@ def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFra
     return dead.withColumn("reason", F.coalesce(F.col("reason"), F.lit(LATE)))
 
 
-def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage, committer: BatchCommitter,
-                    listener: BatchListener | None = None):
+def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinition, lineage: Lineage,
+                    committer: BatchCommitter, listener: BatchListener | None = None):
     clock = _Clock()
     live: list[LiveStore] = []  # created at the first batch, when the changelog table exists
     spec = store.window or store.session
     assert spec is not None
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
-    # The columns of every batch's plan that depend on the store alone, built once (each costs py4j
-    # calls, which every batch paid again).
-    records_plan, flags = RecordsPlan(store), flag_columns(store)
-    changelog_rows = changelog_select(store, lineage)
-    summary = [F.count(F.lit(1)).alias(layout.RECORDS_IN),
+    # The steps of every batch's plan, built once (engine/common/steps.py): building them again cost
+    # each batch ~1,100 py4j round trips.
+    records_plan = RecordsPlan(spark, store)
+    with_flags = Select(spark, ["*", *flag_columns(store)])
+    changelog_rows = changelog_select(spark, store, lineage)
+    step = (_session_step if store.session else _window_step)(spark, store)
+    summarize = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias(layout.RECORDS_IN),
                F.count_if(F.col("reason").isNotNull()).alias("failed"),
                F.count_if(IS_DELETE).alias(layout.TOMBSTONES),
                F.count_if(IS_LATE).alias(layout.LATE),
                F.min("offset").alias("lo"), F.max("offset").alias("hi"),
                F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
-               F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi")]
+               F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi")])
+    count_late = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias("count")])
     op_counts = {op: F.count_if(F.col(layout.OP) == F.lit(op)) for op in (layout.OP_PUT, layout.OP_DELETE)}
+    observed_ops = [c.alias(op) for op, c in op_counts.items()]
     events, deletes = F.col(IS_EVENT), F.col(IS_DELETE)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -229,11 +254,11 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
         stored = records_plan(batch, clock.times).persist()
         cached = [stored]
-        b = with_flags(stored, store, flags)
+        b = with_flags(stored)
         try:
             # The first action reads, classifies and times the batch into the cache, and tells
             # whether it deletes anything before the windows are planned.
-            per_partition = b.groupBy("partition").agg(*summary).collect()
+            per_partition = summarize(b).collect()
             if not live:
                 live.append(LiveStore(spark, store, lineage, spark.read.format("delta").load(
                     paths[layout.CHANGELOG]).schema, settings.shuffle_partitions))
@@ -254,16 +279,15 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 # Seeding from the changelog: every entry of the keys asked (the join keeps the windows).
                 return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
-            step = _session_batch if store.session else _window_batch
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            changes = step(spark, store, entries, b.where(events), b.where(deletes), has_deletes)
+            changes = step(entries, b.where(events), b.where(deletes), has_deletes)
             cached += changes.cached
             session_late = changes.late
             # Late events: window stores know theirs from the pass, session stores from the merge.
             late_by_partition = ({int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
                                  if session_late is None else
                                  {int(r["partition"]): int(r["count"])
-                                  for r in session_late.groupBy("partition").count().collect()})
+                                  for r in count_late(session_late).collect()})
             counts = {}
             for r in per_partition:
                 p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
@@ -288,8 +312,7 @@ def windowed_writer(settings: Settings, store: StoreDefinition, lineage: Lineage
                 # One job writes the records as the changelog's files and into the state store, then
                 # they commit. A failure between the two replays the batch, which reads the state's
                 # version before it and writes the next one again.
-                through = live[0].write_through(rows, batch_id, horizon).observe(
-                    observed, *[c.alias(op) for op, c in op_counts.items()])
+                through = live[0].write_through(rows, batch_id, horizon).observe(observed, *observed_ops)
                 staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
             if staged is not None:
                 committer.commit_staged(staged, audit)

@@ -41,6 +41,7 @@ from deltastate.changelog.layout import (
 )
 from deltastate.changelog.rules import retained_column
 from deltastate.engine.common.lineage import Lineage
+from deltastate.engine.common.steps import Select
 from deltastate.stores.definition import StoreDefinition
 
 FOLDER = "live"  # beside the query's checkpoint folder
@@ -74,6 +75,18 @@ class LiveStore:
         self.sweep_column = STATE_KEY.index(retained_column(spec))
         self.sweep_every = max(spec.retention_ms // 4, 1)
         self.swept: int | None = None  # the horizon this process last swept at
+        # Steps and JVM handles of every batch, built once (engine/common/steps.py).
+        self._jstore = spark._jvm.io.deltastate.LiveEntryStore
+        self._jread, self._jwrite_through = self._jstore.read, self._jstore.writeThrough
+        self._values_type = spark._jsparkSession.parseDataType(self.values.json())
+        self._asked = Select(spark, [F.col("key_str").alias("key"), F.col(WINDOW_START).cast("bigint"),
+                                     F.col(WINDOW_END).cast("bigint")])
+        self._retained = F.col(retained_column(spec))
+        self._found = Select(spark, [*self.keys, *self.carried])
+        self._through_state = [F.col(c).alias(f"{_THROUGH}{c}") for c in self.keys]
+        self._through_state += [(F.col(OP) == F.lit(OP_DELETE)).alias(f"{_THROUGH}{IS_DELETE}")]
+        self._through_state += [F.col(c).alias(f"{_THROUGH}{c}") for c in self.carried]
+        self._through: tuple[tuple[str, ...], Select] | None = None  # (changelog columns, the select)
 
     def _recorded(self) -> tuple[int, int] | None:
         """(partitions, seeding batch) from the marker; None when the entries must be seeded: no
@@ -100,16 +113,11 @@ class LiveStore:
         those bounds, or with null bounds every entry of the key) retained at horizon_ms, as version
         batch_id holds them: the store key columns, then the value columns, events, source partition
         and offset."""
-        asked = wanted.select(F.col("key_str").alias("key"), F.col(WINDOW_START).cast("bigint"),
-                              F.col(WINDOW_END).cast("bigint"))
-        found = DataFrame(self.spark._jvm.io.deltastate.LiveEntryStore.read(
-            asked._jdf, self.spark._jsparkSession.parseDataType(self.values.json()), self.folder, self.run_id,
-            self._version(batch_id), self.partitions), self.spark)
+        found = DataFrame(self._jread(self._asked(wanted)._jdf, self._values_type, self.folder, self.run_id,
+                                      self._version(batch_id), self.partitions), self.spark)
         if horizon_ms is not None:
-            spec = self.store.window or self.store.session
-            assert spec is not None
-            found = found.where(F.col(retained_column(spec)) > F.lit(horizon_ms))
-        return found.select(*self.keys, *self.carried)
+            found = found.where(self._retained > F.lit(horizon_ms))
+        return self._found(found)
 
     def advance(self, batch_id: int) -> None:
         """A batch without records commits its version unchanged, so the next batch finds it."""
@@ -132,12 +140,12 @@ class LiveStore:
         too, and the rows are computed once, without a cache. Once the batch is seeded only; a job
         that fails before the batch's commit leaves the next version partly written, and the
         batch's replay writes it again from this one."""
-        state = [F.col(c).alias(f"{_THROUGH}{c}") for c in self.keys]
-        state += [(F.col(OP) == F.lit(OP_DELETE)).alias(f"{_THROUGH}{IS_DELETE}")]
-        state += [F.col(c).alias(f"{_THROUGH}{c}") for c in self.carried]
+        if self._through is None or self._through[0] != tuple(rows.columns):
+            columns = tuple(rows.columns)
+            self._through = columns, Select(self.spark, [*self._through_state, *columns])
         sweep = self._sweep_at(horizon_ms)
-        through = self.spark._jvm.io.deltastate.LiveEntryStore.writeThrough(
-            rows.select(*state, *rows.columns)._jdf, len(self.carried), self.folder, self.run_id,
+        through = self._jwrite_through(
+            self._through[1](rows)._jdf, len(self.carried), self.folder, self.run_id,
             self._version(batch_id), self.partitions, 0 if sweep is None else self.sweep_column,
             0 if sweep is None else sweep)
         if sweep is not None:

@@ -11,11 +11,18 @@ open), or it could be (session stores: before the session close time; the merge 
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from deltastate.engine.common.steps import Select
 from deltastate.engine.windowed.lateness import session_close_time, window_close_time
-from deltastate.engine.windowed.stream_time import STREAM_TIME, stream_time_before, with_stream_time
+from deltastate.engine.windowed.stream_time import (
+    READ_TASK,
+    STREAM_TIME,
+    register_stream_time,
+    stream_time_before,
+    with_stream_time,
+)
 from deltastate.stores.definition import SessionSpec, StoreDefinition, WindowSpec
 
 IS_EVENT, IS_DELETE, IS_LATE = "is_event", "is_delete", "is_late"
@@ -62,49 +69,54 @@ def event_fields(store: StoreDefinition) -> list[str]:
 
 
 class RecordsPlan:
-    """batch_records for every micro-batch of a run: the columns that depend on the store alone are
-    built once (each costs py4j calls, which every batch paid again); a batch adds only its stream
-    times before it."""
+    """batch_records for every micro-batch of a run: the steps that depend on the store alone are
+    built once (engine/common/steps.py); a batch adds only its stream times before it."""
 
-    def __init__(self, store: StoreDefinition) -> None:
+    def __init__(self, spark: SparkSession, store: StoreDefinition) -> None:
         self.store = store
         valid = F.col("reason").isNull()
         deleting = _is_delete(store)
         self.ts = store.event_time_field
-        self.narrow = [
+        fields = event_fields(store)
+        self.narrow = Select(spark, [
             "partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE, (valid & deleting).alias(IS_DELETE),
             # Only an applied event moves stream time: the running max skips nulls.
-            *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in event_fields(store)],
-        ]
+            *[F.when(valid & ~deleting, F.col(f)).alias(f) for f in fields],
+        ])
+        narrow = ["partition", "offset", "key_str", "reason", *_DEAD_LETTER_SOURCE, IS_DELETE, *fields]
         event, stream_time = _is_event(), F.col(STREAM_TIME)
-        self.window_range: list[Column] = []
+        self.window_range: Select | None = None
         if store.window:
             # Window stores need stream time only for the range of open windows: not cached.
             first, last = open_window_range(F.col(self.ts), stream_time, store.window)
-            self.window_range = [first.alias(W_FIRST), last.alias(W_LAST)]
-            late = event & (F.col(W_FIRST) > F.col(W_LAST))
-            self.flags = [late.alias(IS_LATE)]
-            maybe_dead = ~valid | late
+            self.window_range = Select(spark, [*narrow, READ_TASK, first.alias(W_FIRST), last.alias(W_LAST)])
+            timed = [*narrow, READ_TASK, W_FIRST, W_LAST]
+            flags = [(event & (F.col(W_FIRST) > F.col(W_LAST))).alias(IS_LATE)]
+            maybe_dead = ~valid | (event & (F.col(W_FIRST) > F.col(W_LAST)))
         else:
             spec = store.session
             assert spec is not None
-            self.flags = []  # sessions: the merge decides lateness; these are only the candidates
+            timed = [*narrow, STREAM_TIME, READ_TASK]
+            flags = []  # sessions: the merge decides lateness; these are only the candidates
             # An event is late only if its merged session ends before the close time, and that
             # session ends at or after the event: events at or after the close time are never late.
             maybe_dead = ~valid | (event & (F.col(self.ts) < session_close_time(stream_time, spec.gap_ms, spec.grace_ms)))
         # The record before in the partition holds the time before (the carried one for the first).
         self.before = (F.lag(STREAM_TIME).over(Window.partitionBy("partition").orderBy("offset"))
                        if store.session and store.session.retention_ms <= store.session.gap_ms else None)
-        self.dead_letter_source = [F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE]
+        if self.before is not None:
+            timed.append(STORE_TIME)
+        self.last = Select(spark, [*[c for c in timed if c not in _DEAD_LETTER_SOURCE], *flags,
+                                   *[F.when(maybe_dead, F.col(c)).alias(c) for c in _DEAD_LETTER_SOURCE]])
+        register_stream_time(spark)
 
     def __call__(self, classified: DataFrame, prev_times: dict[int, int]) -> DataFrame:
-        timed = with_stream_time(classified.select(*self.narrow), prev_times, self.ts)
-        if self.window_range:
-            timed = timed.select(*[c for c in timed.columns if c != STREAM_TIME], *self.window_range)
+        timed = with_stream_time(self.narrow(classified), prev_times, self.ts, registered=True)
+        if self.window_range is not None:
+            timed = self.window_range(timed)
         elif self.before is not None:
             timed = timed.select("*", F.coalesce(self.before, stream_time_before(prev_times)).alias(STORE_TIME))
-        return timed.select(
-            *[c for c in timed.columns if c not in _DEAD_LETTER_SOURCE], *self.flags, *self.dead_letter_source)
+        return self.last(timed)
 
 
 def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dict[int, int]) -> DataFrame:
@@ -112,8 +124,8 @@ def batch_records(classified: DataFrame, store: StoreDefinition, prev_times: dic
     reason, is_delete, the event fields, read_task, (session stores) stream_time and, where
     session_store_time needs it, store_time, (window stores)
     w_first, w_last and is_late, and the raw columns of the dead-letter table, null unless the record
-    may be dead-lettered. with_flags adds the rest. A run builds a RecordsPlan once instead."""
-    return RecordsPlan(store)(classified, prev_times)
+    may be dead-lettered. flag_columns adds the rest. A run builds a RecordsPlan once instead."""
+    return RecordsPlan(classified.sparkSession, store)(classified, prev_times)
 
 
 def _is_event() -> Column:
@@ -124,8 +136,3 @@ def flag_columns(store: StoreDefinition) -> list[Column]:
     """is_event, and is_late for session stores (always false here: the merge decides), derived from
     the cached records rather than stored in the cache (each cached column costs every record)."""
     return [_is_event().alias(IS_EVENT), *([] if store.window else [F.lit(False).alias(IS_LATE)])]
-
-
-def with_flags(cached: DataFrame, store: StoreDefinition, flags: list[Column] | None = None) -> DataFrame:
-    """cached with flag_columns(store) (or those given, built once by the caller)."""
-    return cached.select("*", *(flag_columns(store) if flags is None else flags))

@@ -30,4 +30,4 @@ def start_windowed(spark: SparkSession, settings: Settings, store: StoreDefiniti
     classified = classify(source, store, settings.max_value_bytes)
     return (classified.writeStream.queryName(f"{store.name}-{QUERY}")
             .option("checkpointLocation", lineage.query_checkpoint(QUERY))
-            .outputMode("append").foreachBatch(windowed_writer(settings, store, lineage, committer, listener)))
+            .outputMode("append").foreachBatch(windowed_writer(spark, settings, store, lineage, committer, listener)))

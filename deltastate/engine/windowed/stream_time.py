@@ -51,30 +51,40 @@ def scan_stream_times(spark: SparkSession, settings: Settings, store: StoreDefin
     return stream_times(spark, settings, store, before=(lineage.lineage_id, before_batch))
 
 
-def _lookup(prev: dict[int, int], partition: Column) -> Column:
+def _lookup_sql(prev: dict[int, int]) -> str:
+    """SQL for the partition's stream time before the batch: one expression parsed by the JVM, where
+    building it from literal columns cost a py4j round trip per literal."""
     if not prev:
-        return F.lit(None).cast("bigint")
-    pairs = [item for p, ms in sorted(prev.items()) for item in (F.lit(p), F.lit(ms).cast("bigint"))]
-    return F.element_at(F.create_map(*pairs), partition.cast("int"))
+        return "CAST(NULL AS BIGINT)"
+    pairs = ", ".join(f"{int(p)}, CAST({int(ms)} AS BIGINT)" for p, ms in sorted(prev.items()))
+    return f"element_at(map({pairs}), CAST(`partition` AS INT))"
 
 
 def stream_time_before(prev: dict[int, int]) -> Column:
     """The partition's stream time before the batch (null where it has none), per record."""
-    return _lookup(prev, F.col("partition"))
+    return F.expr(_lookup_sql(prev))
 
 
 def register_stream_time(spark: SparkSession) -> None:
     spark._jvm.io.deltastate.Udafs.registerStreamTime(spark._jsparkSession, _FUNCTION)
 
 
-def with_stream_time(events: DataFrame, prev: dict[int, int], ts: str) -> DataFrame:
+def running_stream_time(prev: dict[int, int], ts: str) -> Column:
+    """The running stream time of register_stream_time's function (registered once per session),
+    as one expression."""
+    field = ts.replace("`", "``")
+    return F.expr(f"{_FUNCTION}(CAST(`partition` AS INT), CAST(`offset` AS BIGINT), CAST(`{field}` AS BIGINT), "
+                  f"{_lookup_sql(prev)})")
+
+
+def with_stream_time(events: DataFrame, prev: dict[int, int], ts: str, *, registered: bool = False) -> DataFrame:
     """Adds `stream_time`: max(stream time before the batch, event times of the partition's events
     up to and including this one), and `read_task`. `events` must come straight from the Kafka
     source's tasks (no shuffle in between), which is what foreachBatch hands over."""
-    register_stream_time(events.sparkSession)
-    running = F.call_function(_FUNCTION, F.col("partition").cast("int"), F.col("offset").cast("bigint"),
-                              F.col(ts).cast("bigint"), _lookup(prev, F.col("partition")))
-    return events.select("*", running.alias(STREAM_TIME), F.spark_partition_id().alias(READ_TASK))
+    if not registered:
+        register_stream_time(events.sparkSession)
+    return events.select("*", running_stream_time(prev, ts).alias(STREAM_TIME),
+                         F.spark_partition_id().alias(READ_TASK))
 
 
 def split_partitions(task_span: dict[int, tuple[int, int]]) -> list[int]:

@@ -9,10 +9,11 @@ the store's tombstone field) removes every window of the key that exists at that
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import EVENTS, KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
+from deltastate.engine.common.steps import Aggregate, Join, Select
 from deltastate.engine.windowed.records import W_FIRST, W_LAST
 from deltastate.stores.definition import Aggregation, StoreDefinition
 from deltastate.stores.ops import MEAN, op, spark_merge, spark_partial
@@ -34,43 +35,52 @@ def merged_value(a: Aggregation, old: str, new: str, old_events: Column, new_eve
     return spark_merge(a.op, o, n)
 
 
-def window_contributions(events: DataFrame, store: StoreDefinition, delete_offsets: DataFrame | None) -> DataFrame:
-    """(event x open window) rows that survive the key's last delete in the batch; `events` are
-    batch_records() rows that are not late (their open windows start at w_first .. w_last). Deletes
-    are matched before the explode, which multiplies the rows by size/advance."""
-    w = store.window
-    assert w is not None
-    if delete_offsets is not None:
-        events = (events.join(delete_offsets, "key_str", "left")
-                  .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
-    starts = F.sequence(F.col(W_FIRST), F.col(W_LAST), F.lit(w.advance_ms).cast("bigint"))
-    exploded = events.select("*", F.explode(starts).alias(WINDOW_START))
-    return exploded.withColumn(WINDOW_END, F.col(WINDOW_START) + F.lit(w.size_ms))
+class WindowPlan:
+    """A window store's batch steps, built once per run (engine/common/steps.py)."""
 
+    def __init__(self, spark: SparkSession, store: StoreDefinition) -> None:
+        w = store.window
+        assert w is not None
+        self.store = store
+        starts = F.sequence(F.col(W_FIRST), F.col(W_LAST), F.lit(w.advance_ms).cast("bigint"))
+        self._explode = Select(spark, ["*", F.explode(starts).alias(WINDOW_START)])
+        self._end = Select(spark, ["*", (F.col(WINDOW_START) + F.lit(w.size_ms)).alias(WINDOW_END)])
+        self._partials = Aggregate(spark, [F.col("key_str").alias(KEY), WINDOW_START, WINDOW_END], [
+            *[p for a in store.aggregations for p in _partial(a)],
+            F.count(F.lit(1)).alias("p_events"),
+            F.max("partition").alias(SOURCE_PARTITION),
+            F.max("offset").alias(SOURCE_OFFSET),
+            F.max(store.event_time_field).alias("event_ms"),
+        ])
+        self._old = Select(spark, [KEY, WINDOW_START, WINDOW_END,
+                                   *[F.col(a.target).alias(f"o_{a.target}") for a in store.aggregations],
+                                   F.col(EVENTS).alias("o_events")])
+        self._join = Join(spark, [KEY, WINDOW_START, WINDOW_END], "left")
+        values = [merged_value(a, f"o_{a.target}", f"p_{a.target}", F.col("o_events"), F.col("p_events"))
+                  .cast(store.value_field(a.target).spark_type).alias(a.target) for a in store.aggregations]
+        self._puts = Select(spark, [KEY, WINDOW_START, WINDOW_END, *values,
+                                    (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
+                                    SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
 
-def window_changes(contributions: DataFrame, state: DataFrame, deleted_keys: DataFrame | None,
-                   store: StoreDefinition) -> tuple[DataFrame, DataFrame | None]:
-    """(puts, deletes) of the batch. puts: key, window bounds, value columns, events, source
-    partition/offset, event_ms. deletes (None when the batch deletes nothing): key, window bounds
-    of state entries the batch's deletes removed and no later event re-created."""
-    partials = contributions.groupBy(F.col("key_str").alias(KEY), WINDOW_START, WINDOW_END).agg(
-        *[p for a in store.aggregations for p in _partial(a)],
-        F.count(F.lit(1)).alias("p_events"),
-        F.max("partition").alias(SOURCE_PARTITION),
-        F.max("offset").alias(SOURCE_OFFSET),
-        F.max(store.event_time_field).alias("event_ms"),
-    )
-    alive = state if deleted_keys is None else state.join(deleted_keys, KEY, "left_anti")
-    old = alive.select(KEY, WINDOW_START, WINDOW_END, *[F.col(a.target).alias(f"o_{a.target}") for a in store.aggregations],
-                       F.col(EVENTS).alias("o_events"))
-    joined = partials.join(old, [KEY, WINDOW_START, WINDOW_END], "left")
-    values = [merged_value(a, f"o_{a.target}", f"p_{a.target}", F.col("o_events"), F.col("p_events"))
-              .cast(store.value_field(a.target).spark_type).alias(a.target) for a in store.aggregations]
-    puts = joined.select(KEY, WINDOW_START, WINDOW_END, *values,
-                         (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
-                         SOURCE_PARTITION, SOURCE_OFFSET, "event_ms")
-    if deleted_keys is None:
-        return puts, None
-    removed = (state.join(deleted_keys, KEY, "left_semi")
-               .join(partials.select(KEY, WINDOW_START, WINDOW_END), [KEY, WINDOW_START, WINDOW_END], "left_anti"))
-    return puts, removed.select(KEY, WINDOW_START, WINDOW_END)
+    def contributions(self, events: DataFrame, delete_offsets: DataFrame | None) -> DataFrame:
+        """(event x open window) rows that survive the key's last delete in the batch; `events` are
+        batch_records() rows that are not late (their open windows start at w_first .. w_last).
+        Deletes are matched before the explode, which multiplies the rows by size/advance."""
+        if delete_offsets is not None:
+            events = (events.join(delete_offsets, "key_str", "left")
+                      .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
+        return self._end(self._explode(events))
+
+    def changes(self, contributions: DataFrame, state: DataFrame,
+                deleted_keys: DataFrame | None) -> tuple[DataFrame, DataFrame | None]:
+        """(puts, deletes) of the batch. puts: key, window bounds, value columns, events, source
+        partition/offset, event_ms. deletes (None when the batch deletes nothing): key, window
+        bounds of state entries the batch's deletes removed and no later event re-created."""
+        partials = self._partials(contributions)
+        alive = state if deleted_keys is None else state.join(deleted_keys, KEY, "left_anti")
+        puts = self._puts(self._join(partials, self._old(alive)))
+        if deleted_keys is None:
+            return puts, None
+        removed = (state.join(deleted_keys, KEY, "left_semi")
+                   .join(partials.select(KEY, WINDOW_START, WINDOW_END), [KEY, WINDOW_START, WINDOW_END], "left_anti"))
+        return puts, removed.select(KEY, WINDOW_START, WINDOW_END)
