@@ -9,7 +9,6 @@ their names and types, so a bookkeeping column is added or retyped here and nowh
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.layout import (
@@ -28,7 +27,7 @@ from deltastate.changelog.layout import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 
 def bookkeeping_columns(**given: Column | int | str | None) -> list[Column]:
@@ -58,18 +57,24 @@ def bookkeeping_by_name(*, op: Column | str, value_version: Column | int, source
             for name, spark_type in BOOKKEEPING_COLUMNS for value in (given[name],)}
 
 
-def run_bookkeeping(*, epoch: int, **given: Column | int | str | None) -> Callable[[int], list[Column]]:
-    """batch_id -> bookkeeping_columns(epoch=epoch, batch_id=batch_id, **given), for every batch of a
-    run: the columns are built once, and a batch gets only its own batch_id and segment literals.
-    Each column is several py4j calls; a micro-batch building them all again paid ~0.1 s for it."""
+# A batch's own bookkeeping values, as two literal columns its rows carry into the select that
+# batch_bookkeeping's columns are part of (Spark folds them into that projection).
+BATCH_LITERAL, SEGMENT_LITERAL = "_batch_id", "_segment"
+
+
+def batch_bookkeeping(*, epoch: int, **given: Column | int | str | None) -> list[Column]:
+    """bookkeeping_columns for every batch of a run, built once: the batch id and segment are read
+    from the columns with_batch_literals adds, so a prebuilt select (engine/common/steps.py) serves
+    every batch. Each column built again is several py4j calls per batch."""
     from pyspark.sql import functions as F
 
-    fixed = bookkeeping_by_name(epoch=epoch, batch_id=0, **given)  # type: ignore[arg-type]
-    types = dict(BOOKKEEPING_COLUMNS)
+    return bookkeeping_columns(epoch=epoch, batch_id=F.col(BATCH_LITERAL), segment=F.col(SEGMENT_LITERAL),
+                               **given)
 
-    def for_batch(batch_id: int) -> list[Column]:
-        own = {BATCH_ID: F.lit(batch_id).cast(types[BATCH_ID]).alias(BATCH_ID),
-               SEGMENT: F.lit(segment_of(epoch, batch_id)).cast(types[SEGMENT]).alias(SEGMENT)}
-        return [own.get(name, column) for name, column in fixed.items()]
 
-    return for_batch
+def with_batch_literals(rows: DataFrame, epoch: int, batch_id: int) -> DataFrame:
+    """rows with the batch's own values that batch_bookkeeping's columns read."""
+    from pyspark.sql import functions as F
+
+    return (rows.withColumn(BATCH_LITERAL, F.lit(batch_id))
+            .withColumn(SEGMENT_LITERAL, F.lit(segment_of(epoch, batch_id))))

@@ -30,4 +30,4 @@ def start_keyvalue(spark: SparkSession, settings: Settings, store: StoreDefiniti
     plan = lru_stream if backend_of(store).evicts else store_stream
     return (plan(classified, store, fold, seed).writeStream.queryName(f"{store.name}-{QUERY}")
             .option("checkpointLocation", lineage.query_checkpoint(QUERY))
-            .outputMode("update").foreachBatch(store_writer(settings, store, fold, lineage, topic, committer, listener)))
+            .outputMode("update").foreachBatch(store_writer(spark, settings, store, fold, lineage, topic, committer, listener)))

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, append_audit, audit_record, audit_rows
 from deltastate.changelog.batch_commit import RECORDS_PER_FILE, BatchCommitter
-from deltastate.changelog.bookkeeping import run_bookkeeping
+from deltastate.changelog.bookkeeping import batch_bookkeeping, with_batch_literals
 from deltastate.changelog.layout import (
     SOURCE_PARTITION,
     WRITE_TIME,
@@ -31,6 +31,7 @@ from deltastate.config import Settings
 from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
+from deltastate.engine.common.steps import Select
 from deltastate.engine.keyvalue.audit import (
     BatchCounts,
     Ledger,
@@ -49,15 +50,17 @@ from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
 
-def changelog_select(store: StoreDefinition, fold: FoldSpec, lineage: Lineage) -> Callable[[DataFrame, int], DataFrame]:
+def changelog_select(spark: SparkSession, store: StoreDefinition, fold: FoldSpec,
+                     lineage: Lineage) -> Callable[[DataFrame, int], DataFrame]:
     """(batch, batch_id) -> the batch's changelog rows, one per changed key (audit groups filtered out
-    before). The columns are built once per run: each costs py4j calls, which every batch paid again."""
+    before). The select is built once per run (engine/common/steps.py); a batch adds only its batch
+    id and segment (with_batch_literals)."""
     alive = F.col("fold.n") > 0
     slot = {name: F.col(f"fold.r{i}") for i, name in enumerate(fold.slots)}
     values = [F.when(alive, value_column(store, f.name, slot)).cast(f.spark_type).alias(f.name)
               for f in store.value_fields]
     head = [F.col("store_key").alias(layout.KEY), *values]
-    bookkeeping = run_bookkeeping(
+    bookkeeping = batch_bookkeeping(
         op=F.when(alive, F.lit(layout.OP_PUT)).otherwise(F.lit(layout.OP_DELETE)),
         value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
         source_offset=F.col("fold.last_pos"), epoch=lineage.epoch, lineage_id=lineage.lineage_id,
@@ -68,8 +71,10 @@ def changelog_select(store: StoreDefinition, fold: FoldSpec, lineage: Lineage) -
     tail = [F.col(c) for c in backend_of(store).delete_reason_columns]
     changed = F.col("fold.last_pos").isNotNull()
 
+    select = Select(spark, [*head, *bookkeeping, *tail])
+
     def records(batch: DataFrame, batch_id: int) -> DataFrame:
-        return batch.where(changed).select(*head, *bookkeeping(batch_id), *tail)
+        return select(with_batch_literals(batch.where(changed), lineage.epoch, batch_id))
 
     return records
 
@@ -80,15 +85,15 @@ def files_for(records: int) -> int:
     return max(1, -(-records // RECORDS_PER_FILE))
 
 
-def store_writer(settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage, topic: str,
-                 committer: BatchCommitter, listener: BatchListener | None = None):
+def store_writer(spark: SparkSession, settings: Settings, store: StoreDefinition, fold: FoldSpec, lineage: Lineage,
+                 topic: str, committer: BatchCommitter, listener: BatchListener | None = None):
     """One micro-batch of a key-value store: its dead letters, then one commit of its changelog
     records carrying its audit (changelog/audit_log.py). The commit lands last: a batch is done when
     it has one. A store without changelog appends its audit row to the intake table instead."""
     paths = {t: settings.table_path(store.storage, t) for t in (layout.CHANGELOG, layout.DEADLETTER, layout.INTAKE)}
     ledger = Ledger(next_batch=-1)  # loaded from the audit table at the first batch (or a replay)
     writes_changelog = backend_of(store).has_changelog
-    changelog_records = changelog_select(store, fold, lineage)
+    changelog_records = changelog_select(spark, store, fold, lineage)
     # The batch's summary, in one row: the audit groups' rows (their running totals) and the key
     # groups' changelog records by op. Built once, like the changelog's columns.
     changed = F.col("fold.last_pos").isNotNull()

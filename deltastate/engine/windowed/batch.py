@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, audit_record
 from deltastate.changelog.batch_commit import BatchCommitter
-from deltastate.changelog.bookkeeping import bookkeeping_columns
+from deltastate.changelog.bookkeeping import batch_bookkeeping, with_batch_literals
 from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (
     SOURCE_OFFSET,
@@ -84,14 +84,10 @@ class _Clock:
     times: dict[int, int] = field(default_factory=dict)
 
 
-_BATCH, _SEGMENT = "_batch_id", "_segment"  # a batch's own bookkeeping literals, read by the prebuilt select
-
-
 def changelog_select(spark: SparkSession, store: StoreDefinition,
                      lineage: Lineage) -> Callable[[DataFrame, DataFrame | None, int], DataFrame]:
     """(puts, deletes, batch_id) -> the batch's changelog rows. The steps are built once per run
-    (engine/common/steps.py); a batch adds only its batch id and segment, as two literal columns
-    the last step reads (Spark folds them into the projection)."""
+    (engine/common/steps.py); a batch adds only its batch id and segment (with_batch_literals)."""
     # Aggregations come out of the merge; derived fields are computed over them on every put.
     aggregated = {a.target: F.col(a.target) for a in store.aggregations}
     values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
@@ -105,17 +101,14 @@ def changelog_select(spark: SparkSession, store: StoreDefinition,
                                  F.lit(None).cast("bigint").alias("event_ms")])
     head = [layout.KEY, F.col(layout.WINDOW_START).cast("bigint").alias(layout.WINDOW_START),
             F.col(layout.WINDOW_END).cast("bigint").alias(layout.WINDOW_END), *store.value_columns, layout.EVENTS]
-    bookkeeping = bookkeeping_columns(
+    bookkeeping = batch_bookkeeping(
         op=F.col(layout.OP), value_version=store.value_version, source_partition=F.col(SOURCE_PARTITION),
-        source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, batch_id=F.col(_BATCH), segment=F.col(_SEGMENT),
-        lineage_id=lineage.lineage_id, event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
+        source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, lineage_id=lineage.lineage_id, event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
     changelog_rows = Select(spark, [*head, *bookkeeping])
 
     def rows(puts: DataFrame, deletes: DataFrame | None, batch_id: int) -> DataFrame:
         both = put_rows(puts) if deletes is None else put_rows(puts).unionByName(delete_rows(deletes))
-        own = (both.withColumn(_BATCH, F.lit(batch_id))
-               .withColumn(_SEGMENT, F.lit(layout.segment_of(lineage.epoch, batch_id))))
-        return changelog_rows(own)
+        return changelog_rows(with_batch_literals(both, lineage.epoch, batch_id))
 
     return rows
 
