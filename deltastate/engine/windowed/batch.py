@@ -52,7 +52,7 @@ from deltastate.engine.windowed.stream_time import (
     load_stream_times,
     split_partitions,
 )
-from deltastate.engine.windowed.windows import WindowPlan
+from deltastate.engine.windowed.windows import ByKey, Joined, WindowPlan
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
@@ -124,8 +124,19 @@ def _whole_keys(rows: DataFrame) -> DataFrame:
                        F.lit(None).cast("bigint").alias(layout.WINDOW_END))
 
 
-# One batch's step: (entries, events, deletes, has_deletes) -> its changes.
-Step = Callable[[Entries, DataFrame, DataFrame, bool], WindowedChanges]
+
+
+@dataclass(frozen=True)
+class StateJoin:
+    """A seeded state a batch joins where it lies (LiveStore.by_key, LiveStore.joined at the batch's
+    version and horizon): the batch's lookups, merge and state write run in one task per partition."""
+
+    by_key: ByKey
+    joined: Joined
+
+
+# One batch's step: (entries, state join or None while seeding, events, deletes, has_deletes) -> its changes.
+Step = Callable[[Entries, StateJoin | None, DataFrame, DataFrame, bool], WindowedChanges]
 
 
 def _window_step(spark: SparkSession, store: StoreDefinition) -> Step:
@@ -133,12 +144,15 @@ def _window_step(spark: SparkSession, store: StoreDefinition) -> Step:
     not_late = ~F.col(IS_LATE)
     wanted = Select(spark, ["key_str", layout.WINDOW_START, layout.WINDOW_END])
 
-    def step(entries: Entries, events: DataFrame, deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
+    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
+             has_deletes: bool) -> WindowedChanges:
         # The state read asks for the windows the batch's events fall into, one lookup each, so it
         # costs what the batch touches, not what retention keeps; a key the batch deletes is read whole.
         applied = events.where(not_late)
         if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
             contributions = plan.contributions(applied, None)
+            if join is not None:
+                return WindowedChanges(plan.joined_puts(contributions, join.by_key, join.joined))
             puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
             return WindowedChanges(puts)
         delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
@@ -177,9 +191,11 @@ def _session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
     late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
 
-    def step(entries: Entries, events: DataFrame, deletes: DataFrame, has_deletes: bool) -> WindowedChanges:
+    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
+             has_deletes: bool) -> WindowedChanges:
         # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
-        # A session's bounds move as it merges: the batch reads every live session of the keys it touches.
+        # A session's bounds move as it merges: the batch reads every live session of the keys it
+        # touches (a prefix scan each), where a join looks entries up by their bounds.
         state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
         merged_input = (state.unionByName(records(events), allowMissingColumns=True)
                         .unionByName(delete_records(deletes), allowMissingColumns=True))
@@ -273,7 +289,9 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            changes = step(entries, b.where(events), b.where(deletes), has_deletes)
+            join = (StateJoin(live[0].by_key, lambda rows, prefix: live[0].joined(rows, batch_id, horizon, prefix))
+                    if entries_here else None)
+            changes = step(entries, join, b.where(events), b.where(deletes), has_deletes)
             cached += changes.cached
             session_late = changes.late
             # Late events: window stores know theirs from the pass, session stores from the merge.

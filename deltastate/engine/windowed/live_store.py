@@ -82,6 +82,7 @@ class LiveStore:
         self._asked = Select(spark, [F.col("key_str").alias("key"), F.col(WINDOW_START).cast("bigint"),
                                      F.col(WINDOW_END).cast("bigint")])
         self._retained = F.col(retained_column(spec))
+        self._jjoin = spark._jvm.io.deltastate.LiveLookup.join
         self._found = Select(spark, [*self.keys, *self.carried])
         self._through_state = [F.col(c).alias(f"{_THROUGH}{c}") for c in self.keys]
         self._through_state += [(F.col(OP) == F.lit(OP_DELETE)).alias(f"{_THROUGH}{IS_DELETE}")]
@@ -118,6 +119,21 @@ class LiveStore:
         if horizon_ms is not None:
             found = found.where(self._retained > F.lit(horizon_ms))
         return self._found(found)
+
+    def by_key(self, rows: DataFrame, column: str) -> DataFrame:
+        """rows partitioned by `column` (a store key) as the state's partitions are: what a batch
+        hands to joined() so that its lookups, merge and state write stay in one task."""
+        return rows.repartition(self.partitions, column)
+
+    def joined(self, rows: DataFrame, batch_id: int, horizon_ms: int | None, prefix: str) -> DataFrame:
+        """rows (key, window_start, window_end first) with the value columns, events, source partition
+        and offset of the entry each names at version batch_id appended as prefix + name, null when
+        none is live or it is past horizon_ms (io.deltastate.LiveLookup). Its rows must reach
+        write_through of the same batch without a shuffle: the lookup's store is the one written."""
+        return DataFrame(self._jjoin(rows._jdf, self._values_type, prefix, self.folder, self.run_id,
+                                     self._version(batch_id), self.partitions,
+                                     0 if horizon_ms is None else self.sweep_column,
+                                     0 if horizon_ms is None else horizon_ms), self.spark)
 
     def advance(self, batch_id: int) -> None:
         """A batch without records commits its version unchanged, so the next batch finds it."""

@@ -9,6 +9,8 @@ the store's tombstone field) removes every window of the key that exists at that
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -17,6 +19,10 @@ from deltastate.engine.common.steps import Aggregate, Join, Select
 from deltastate.engine.windowed.records import W_FIRST, W_LAST
 from deltastate.stores.definition import Aggregation, StoreDefinition
 from deltastate.stores.ops import MEAN, op, spark_merge, spark_partial
+
+OLD = "o_"  # the state's values beside a batch's partials: o_<value>, o_events
+ByKey = Callable[[DataFrame, str], DataFrame]  # (rows, key column) -> rows partitioned as the state is
+Joined = Callable[[DataFrame, str], DataFrame]  # (rows, prefix) -> rows with their entries' values
 
 
 def _partial(a: Aggregation) -> list[Column]:
@@ -53,13 +59,14 @@ class WindowPlan:
             F.max(store.event_time_field).alias("event_ms"),
         ])
         self._old = Select(spark, [KEY, WINDOW_START, WINDOW_END,
-                                   *[F.col(a.target).alias(f"o_{a.target}") for a in store.aggregations],
-                                   F.col(EVENTS).alias("o_events")])
+                                   *[F.col(a.target).alias(f"{OLD}{a.target}") for a in store.aggregations],
+                                   F.col(EVENTS).alias(f"{OLD}{EVENTS}")])
         self._join = Join(spark, [KEY, WINDOW_START, WINDOW_END], "left")
-        values = [merged_value(a, f"o_{a.target}", f"p_{a.target}", F.col("o_events"), F.col("p_events"))
+        old_events = F.col(f"{OLD}{EVENTS}")
+        values = [merged_value(a, f"{OLD}{a.target}", f"p_{a.target}", old_events, F.col("p_events"))
                   .cast(store.value_field(a.target).spark_type).alias(a.target) for a in store.aggregations]
         self._puts = Select(spark, [KEY, WINDOW_START, WINDOW_END, *values,
-                                    (F.coalesce(F.col("o_events"), F.lit(0)) + F.col("p_events")).alias(EVENTS),
+                                    (F.coalesce(old_events, F.lit(0)) + F.col("p_events")).alias(EVENTS),
                                     SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
 
     def contributions(self, events: DataFrame, delete_offsets: DataFrame | None) -> DataFrame:
@@ -70,6 +77,12 @@ class WindowPlan:
             events = (events.join(delete_offsets, "key_str", "left")
                       .where(F.col("delete_offset").isNull() | (F.col("offset") > F.col("delete_offset"))))
         return self._end(self._explode(events))
+
+    def joined_puts(self, contributions: DataFrame, by_key: ByKey, joined: Joined) -> DataFrame:
+        """puts of a batch that deletes nothing, the state joined where it lies: the contributions
+        partitioned by key as the state is, their partials aggregated in place and each joined with
+        its entry by a lookup (LiveStore.joined); the puts stay partitioned by key."""
+        return self._puts(joined(self._partials(by_key(contributions, "key_str")), OLD))
 
     def changes(self, contributions: DataFrame, state: DataFrame,
                 deleted_keys: DataFrame | None) -> tuple[DataFrame, DataFrame | None]:

@@ -53,15 +53,15 @@ import scala.runtime.AbstractFunction2;
 public final class LiveEntryStore {
     private LiveEntryStore() {}
 
-    private static final String FAMILY = "default";
+    static final String FAMILY = "default";
     static final StructType KEY_SCHEMA = new StructType(new StructField[] {
         DataTypes.createStructField("key", DataTypes.StringType, false),
         DataTypes.createStructField("window_start", DataTypes.LongType, false),
         DataTypes.createStructField("window_end", DataTypes.LongType, false)});
     static final StructType PREFIX_SCHEMA = new StructType(new StructField[] {KEY_SCHEMA.fields()[0]});
-    private static final ClassTag<InternalRow> ROW = ClassTag$.MODULE$.apply(InternalRow.class);
+    static final ClassTag<InternalRow> ROW = ClassTag$.MODULE$.apply(InternalRow.class);
 
-    private static StatefulOperatorStateInfo stateInfo(String dir, String runId, long version, int partitions) {
+    static StatefulOperatorStateInfo stateInfo(String dir, String runId, long version, int partitions) {
         return new StatefulOperatorStateInfo(dir, UUID.fromString(runId), 0L, version, partitions, Option.empty(),
                                              Option.empty());
     }
@@ -101,13 +101,17 @@ public final class LiveEntryStore {
      * changes (columns key, window_start, window_end, is_delete, then valueCount value columns, as
      * write takes them under any names, then the columns to return) with their application at version folded into their computation: each task
      * applies its partition's changes as it hands them on, sweeps as write does, and commits once
-     * its partition is done. Returns the columns after the value columns, partitioned by key; the
+     * its partition is done. Returns the columns after the value columns, partitioned by key (changes already partitioned by their
+     * first column into the state's partitions are not shuffled again); the
      * job that consumes them (the batch's changelog write) is the one that writes the state, so a
      * batch's changes are computed once for both, in one job. A job that fails before its commit
      * leaves version + 1 partly or wholly written; a replay writes it again from version.
      */
     public static Dataset<Row> writeThrough(Dataset<Row> changes, int valueCount, String dir, String runId,
                                             long version, int partitions, int sweepColumn, long horizon) {
+        // Rows already partitioned by key into the state's partitions (a merge over LiveLookup.join)
+        // are not shuffled again (Spark drops a repartition its input satisfies): they are written in
+        // the task that computed them, and the lookup's store is the one written.
         org.apache.spark.sql.classic.Dataset<Row> part =
             (org.apache.spark.sql.classic.Dataset<Row>) changes.repartition(partitions, changes.col(changes.columns()[0]));
         StructType schema = part.schema();
@@ -161,7 +165,7 @@ public final class LiveEntryStore {
      * write store rolled back unloads its version, and the write then loads it again from the
      * checkpoint's snapshot and changelog files).
      */
-    private static RDD<InternalRow> withReadStateStore(
+    static RDD<InternalRow> withReadStateStore(
             RDD<InternalRow> rdd, SparkSession spark, StatefulOperatorStateInfo info, StructType values,
             AbstractFunction2<ReadStateStore, Iterator<InternalRow>, Iterator<InternalRow>> perPartition) {
         return stateStoreOps(rdd, "mapPartitionsWithReadStateStore",
@@ -290,6 +294,7 @@ public final class LiveEntryStore {
 
         @Override
         public Iterator<InternalRow> apply(StateStore store, Iterator<InternalRow> rows) {
+            LiveLookup.written(store);
             Changes changes = new Changes(values, store);
             return new scala.collection.AbstractIterator<InternalRow>() {
                 private boolean committed;
