@@ -68,11 +68,14 @@ class WindowedChanges:
     removed  entries deleted (by a tombstone, or superseded by a session merge), or None;
     late     (partition, offset) of records the session merge found late; None for window stores,
              whose late records are known from the first pass over the batch;
+    any_late whether `late` holds any row (counted while the merge ran, so a batch without late
+             records asks no job for their counts);
     cached   frames the step persisted or checkpointed, released once the batch is written."""
 
     puts: DataFrame
     removed: DataFrame | None = None
     late: DataFrame | None = None
+    any_late: bool = True
     cached: tuple[DataFrame, ...] = ()
 
 
@@ -190,6 +193,7 @@ def _session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     output_ddl = session_merge.output_ddl(store)
     is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
     late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
+    late_rows = F.count_if(is_late).alias("late")  # counted as the merge runs: most batches have none
 
     def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
              has_deletes: bool) -> WindowedChanges:
@@ -203,10 +207,12 @@ def _session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         # every cached plan over a table it appends to, so a cached merge ran again after the changelog
         # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
         partitions = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        late_seen = Observation(f"late_{uuid.uuid4().hex}")
         out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
                .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
-               ).localCheckpoint(eager=True)
-        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)), (out,))
+               .observe(late_seen, late_rows)).localCheckpoint(eager=True)
+        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
+                               bool(late_seen.get["late"]), (out,))
 
     return step
 
@@ -298,7 +304,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
             late_by_partition = ({int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
                                  if session_late is None else
                                  {int(r["partition"]): int(r["count"])
-                                  for r in count_late(session_late).collect()})
+                                  for r in count_late(session_late).collect()} if changes.any_late else {})
             counts = {}
             for r in per_partition:
                 p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
