@@ -1,8 +1,10 @@
 """foreachBatch body of a window or session store: one micro-batch in, one exactly-once Delta commit out.
 
-Its dead letters first, when it has any, then one commit of its changelog records carrying its audit
-row (changelog/audit_log.py); each is an idempotent Delta write keyed by the lineage and the batch id, and the state and stream times a batch reads exclude anything written by
-an earlier attempt of the same batch, so a replay computes, and skips, exactly what it first wrote.
+Its dead letters first, when it has any, then one commit of its changelog records carrying its
+audit row (changelog/audit_log.py); each is an idempotent Delta write keyed by the lineage and the
+batch id, and the state and stream times a batch reads exclude anything written by an earlier
+attempt of the same batch, so a replay computes, and skips, exactly what it first wrote. What the
+batch changes is planned in changes.py.
 """
 
 from __future__ import annotations
@@ -32,51 +34,27 @@ from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.common.steps import Aggregate, Select
-from deltastate.engine.windowed import sessions as session_merge
+from deltastate.engine.windowed.changes import StateJoin, step_for
 from deltastate.engine.windowed.live_store import LiveStore
 from deltastate.engine.windowed.records import (
     IS_DELETE,
     IS_EVENT,
     IS_LATE,
-    STORE_TIME,
     RecordsPlan,
-    event_fields,
     flag_columns,
-    session_store_time,
 )
 from deltastate.engine.windowed.state import live_entries
 from deltastate.engine.windowed.stream_time import (
     READ_TASK,
-    STREAM_TIME,
     advance,
     load_stream_times,
     split_partitions,
 )
-from deltastate.engine.windowed.windows import ByKey, Joined, WindowPlan
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
 
 LATE = layout.REASON_LATE
-
-
-@dataclass(frozen=True)
-class WindowedChanges:
-    """What one micro-batch changes in a window or session store.
-
-    puts     entries to write (key, bounds, values, events, source position, event time);
-    removed  entries deleted (by a tombstone, or superseded by a session merge), or None;
-    late     (partition, offset) of records the session merge found late; None for window stores,
-             whose late records are known from the first pass over the batch;
-    any_late whether `late` holds any row (counted while the merge ran, so a batch without late
-             records asks no job for their counts);
-    cached   frames the step persisted or checkpointed, released once the batch is written."""
-
-    puts: DataFrame
-    removed: DataFrame | None = None
-    late: DataFrame | None = None
-    any_late: bool = True
-    cached: tuple[DataFrame, ...] = ()
 
 
 @dataclass
@@ -116,107 +94,6 @@ def changelog_select(spark: SparkSession, store: StoreDefinition,
     return rows
 
 
-# The live entries a batch asks for (columns key_str, window_start, window_end): an entry by its
-# bounds, or every entry of a key with null bounds.
-Entries = Callable[[DataFrame], DataFrame]
-
-
-def _whole_keys(rows: DataFrame) -> DataFrame:
-    """Every live entry of the keys of `rows` (column key_str)."""
-    return rows.select("key_str", F.lit(None).cast("bigint").alias(layout.WINDOW_START),
-                       F.lit(None).cast("bigint").alias(layout.WINDOW_END))
-
-
-
-
-@dataclass(frozen=True)
-class StateJoin:
-    """A seeded state a batch joins where it lies (LiveStore.by_key, LiveStore.joined at the batch's
-    version and horizon): the batch's lookups, merge and state write run in one task per partition."""
-
-    by_key: ByKey
-    joined: Joined
-
-
-# One batch's step: (entries, state join or None while seeding, events, deletes, has_deletes) -> its changes.
-Step = Callable[[Entries, StateJoin | None, DataFrame, DataFrame, bool], WindowedChanges]
-
-
-def _window_step(spark: SparkSession, store: StoreDefinition) -> Step:
-    plan = WindowPlan(spark, store)
-    not_late = ~F.col(IS_LATE)
-    wanted = Select(spark, ["key_str", layout.WINDOW_START, layout.WINDOW_END])
-
-    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
-             has_deletes: bool) -> WindowedChanges:
-        # The state read asks for the windows the batch's events fall into, one lookup each, so it
-        # costs what the batch touches, not what retention keeps; a key the batch deletes is read whole.
-        applied = events.where(not_late)
-        if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
-            contributions = plan.contributions(applied, None)
-            if join is not None:
-                return WindowedChanges(plan.joined_puts(contributions, join.by_key, join.joined))
-            puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
-            return WindowedChanges(puts)
-        delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
-                                                        F.max("partition").alias("delete_partition"))
-        contributions = plan.contributions(applied, delete_offsets)
-        state = entries(wanted(contributions).unionByName(_whole_keys(deletes)))
-        deleted_keys = delete_offsets.select(F.col("key_str").alias(layout.KEY), "delete_offset", "delete_partition")
-        puts, removed = plan.changes(contributions, state, deleted_keys.select(layout.KEY))
-        assert removed is not None
-        removed = (removed.join(deleted_keys, layout.KEY)
-                   .select(layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                           F.col("delete_partition").alias(SOURCE_PARTITION),
-                           F.col("delete_offset").alias(SOURCE_OFFSET)))
-        return WindowedChanges(puts, removed)
-
-    return step
-
-
-def _session_step(spark: SparkSession, store: StoreDefinition) -> Step:
-    spec = store.session
-    assert spec is not None
-    fields = event_fields(store)
-    records = Select(spark, [
-        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.col(store.event_time_field).alias("ts"), STREAM_TIME,
-        session_store_time(spec).alias(STORE_TIME), F.lit(False).alias("is_delete"),
-        *[F.col(f) for f in fields if f != "ts"]])
-    delete_records = Select(spark, [
-        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
-        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete")])
-    whole_keys = Select(spark, ["key_str", F.lit(None).cast("bigint").alias(layout.WINDOW_START),
-                                F.lit(None).cast("bigint").alias(layout.WINDOW_END)])
-    as_state = Select(spark, ["*", F.lit(session_merge.STATE).alias("kind")])
-    output_ddl = session_merge.output_ddl(store)
-    is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
-    late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
-    late_rows = F.count_if(is_late).alias("late")  # counted as the merge runs: most batches have none
-
-    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
-             has_deletes: bool) -> WindowedChanges:
-        # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
-        # A session's bounds move as it merges: the batch reads every live session of the keys it
-        # touches (a prefix scan each), where a join looks entries up by their bounds.
-        state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
-        merged_input = (state.unionByName(records(events), allowMissingColumns=True)
-                        .unionByName(delete_records(deletes), allowMissingColumns=True))
-        # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
-        # every cached plan over a table it appends to, so a cached merge ran again after the changelog
-        # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
-        partitions = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        late_seen = Observation(f"late_{uuid.uuid4().hex}")
-        out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
-               .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
-               .observe(late_seen, late_rows)).localCheckpoint(eager=True)
-        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
-                               bool(late_seen.get["late"]), (out,))
-
-    return step
-
-
 def _release(df: DataFrame) -> None:
     """Frees a cached or locally checkpointed frame now (DataFrame.unpersist does not reach a
     checkpoint's blocks, which would otherwise wait for the JVM's garbage collector)."""
@@ -249,7 +126,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
     records_plan = RecordsPlan(spark, store)
     with_flags = Select(spark, ["*", *flag_columns(store)])
     changelog_rows = changelog_select(spark, store, lineage)
-    step = (_session_step if store.session else _window_step)(spark, store)
+    step = step_for(spark, store)
     summarize = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias(layout.RECORDS_IN),
                F.count_if(F.col("reason").isNotNull()).alias("failed"),
                F.count_if(IS_DELETE).alias(layout.TOMBSTONES),

@@ -1,0 +1,148 @@
+"""One micro-batch's changes to a window or session store, planned over its classified records
+(records.py) and the live entries it touches (live_store.py): a window store's windows merged with
+their entries, a session store's sessions merged record by record (sessions.py). The steps of each
+plan are built once per run (engine/common/steps.py); batch.py writes what they return."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+
+from deltastate.changelog.layout import KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
+from deltastate.engine.common.steps import Select
+from deltastate.engine.windowed import sessions as session_merge
+from deltastate.engine.windowed.records import IS_LATE, STORE_TIME, event_fields, session_store_time
+from deltastate.engine.windowed.stream_time import STREAM_TIME
+from deltastate.engine.windowed.windows import ByKey, Joined, WindowPlan
+from deltastate.stores.definition import StoreDefinition
+
+
+@dataclass(frozen=True)
+class WindowedChanges:
+    """What one micro-batch changes in a window or session store.
+
+    puts     entries to write (key, bounds, values, events, source position, event time);
+    removed  entries deleted (by a tombstone, or superseded by a session merge), or None;
+    late     (partition, offset) of records the session merge found late; None for window stores,
+             whose late records are known from the first pass over the batch;
+    any_late whether `late` holds any row (counted while the merge ran, so a batch without late
+             records asks no job for their counts);
+    cached   frames the step persisted or checkpointed, released once the batch is written."""
+
+    puts: DataFrame
+    removed: DataFrame | None = None
+    late: DataFrame | None = None
+    any_late: bool = True
+    cached: tuple[DataFrame, ...] = ()
+
+
+# The live entries a batch asks for (columns key_str, window_start, window_end): an entry by its
+# bounds, or every entry of a key with null bounds.
+Entries = Callable[[DataFrame], DataFrame]
+
+
+def _whole_keys(spark: SparkSession) -> Select:
+    """rows (column key_str) -> the entries that ask for every live entry of their keys."""
+    return Select(spark, ["key_str", F.lit(None).cast("bigint").alias(WINDOW_START),
+                          F.lit(None).cast("bigint").alias(WINDOW_END)])
+
+
+@dataclass(frozen=True)
+class StateJoin:
+    """A seeded state a batch joins where it lies (LiveStore.by_key, LiveStore.joined at the batch's
+    version and horizon): the batch's lookups, merge and state write run in one task per partition."""
+
+    by_key: ByKey
+    joined: Joined
+
+
+# One batch's step: (entries, state join or None while seeding, events, deletes, has_deletes) -> its changes.
+Step = Callable[[Entries, StateJoin | None, DataFrame, DataFrame, bool], WindowedChanges]
+
+
+def window_step(spark: SparkSession, store: StoreDefinition) -> Step:
+    """A window store's step: its events' windows aggregated and merged with their entries (joined
+    in place once the state is seeded and the batch deletes nothing), tombstones removing keys."""
+    plan = WindowPlan(spark, store)
+    not_late = ~F.col(IS_LATE)
+    wanted = Select(spark, ["key_str", WINDOW_START, WINDOW_END])
+    whole_keys = _whole_keys(spark)
+
+    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
+             has_deletes: bool) -> WindowedChanges:
+        # The state read asks for the windows the batch's events fall into, one lookup each, so it
+        # costs what the batch touches, not what retention keeps; a key the batch deletes is read whole.
+        applied = events.where(not_late)
+        if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
+            contributions = plan.contributions(applied, None)
+            if join is not None:
+                return WindowedChanges(plan.joined_puts(contributions, join.by_key, join.joined))
+            puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
+            return WindowedChanges(puts)
+        delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
+                                                        F.max("partition").alias("delete_partition"))
+        contributions = plan.contributions(applied, delete_offsets)
+        state = entries(wanted(contributions).unionByName(whole_keys(deletes)))
+        deleted_keys = delete_offsets.select(F.col("key_str").alias(KEY), "delete_offset", "delete_partition")
+        puts, removed = plan.changes(contributions, state, deleted_keys.select(KEY))
+        assert removed is not None
+        removed = (removed.join(deleted_keys, KEY)
+                   .select(KEY, WINDOW_START, WINDOW_END,
+                           F.col("delete_partition").alias(SOURCE_PARTITION),
+                           F.col("delete_offset").alias(SOURCE_OFFSET)))
+        return WindowedChanges(puts, removed)
+
+    return step
+
+
+def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
+    """A session store's step: the live sessions of the keys its records touch, merged with the
+    records in one sorted pass per partition (sessions.py)."""
+    spec = store.session
+    assert spec is not None
+    fields = event_fields(store)
+    records = Select(spark, [
+        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
+        F.col(store.event_time_field).alias("ts"), STREAM_TIME,
+        session_store_time(spec).alias(STORE_TIME), F.lit(False).alias("is_delete"),
+        *[F.col(f) for f in fields if f != "ts"]])
+    delete_records = Select(spark, [
+        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
+        F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
+        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete")])
+    whole_keys = _whole_keys(spark)
+    as_state = Select(spark, ["*", F.lit(session_merge.STATE).alias("kind")])
+    output_ddl = session_merge.output_ddl(store)
+    is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
+    late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
+    late_rows = F.count_if(is_late).alias("late")  # counted as the merge runs: most batches have none
+
+    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
+             has_deletes: bool) -> WindowedChanges:
+        # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
+        # A session's bounds move as it merges: the batch reads every live session of the keys it
+        # touches (a prefix scan each), where a join looks entries up by their bounds.
+        state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
+        merged_input = (state.unionByName(records(events), allowMissingColumns=True)
+                        .unionByName(delete_records(deletes), allowMissingColumns=True))
+        # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
+        # every cached plan over a table it appends to, so a cached merge ran again after the changelog
+        # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
+        partitions = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        late_seen = Observation(f"late_{uuid.uuid4().hex}")
+        out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
+               .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
+               .observe(late_seen, late_rows)).localCheckpoint(eager=True)
+        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
+                               bool(late_seen.get["late"]), (out,))
+
+    return step
+
+
+def step_for(spark: SparkSession, store: StoreDefinition) -> Step:
+    """The batch step of the store's kind, built once per run."""
+    return (session_step if store.session else window_step)(spark, store)
