@@ -119,7 +119,7 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     output_ddl = session_merge.output_ddl(store)
     is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
     late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
-    late_rows = F.count_if(is_late).alias("late")  # counted as the merge runs: most batches have none
+    late_rows = F.count_if(is_late).alias("late_rows")  # counted as the merge runs: most batches have none
 
     def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
              has_deletes: bool) -> WindowedChanges:
@@ -138,7 +138,7 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
                .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
                .observe(late_seen, late_rows)).localCheckpoint(eager=True)
         return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
-                               bool(late_seen.get["late"]), (out,))
+                               bool(late_seen.get["late_rows"]), (out,))
 
     return step
 
