@@ -140,3 +140,70 @@ def test_a_join_no_write_follows_releases_its_store(spark, tmp_path):
     assert len(_join(spark, rows.repartition(PARTITIONS, "key"), folder, run, 1).collect()) == len(KEYS)
     _write(spark, folder, run, 1, [("a", 20, 25, False, 1, 1.0)])
     assert _state(spark, folder, run, 2) == {(*k, *v) for k, v in entries.items()} | {("a", 20, 25, 1, 1.0)}
+
+
+def _with_entries(spark, rows: DataFrame, folder: str, run: str, version: int, retained: int = 0,
+                  horizon: int = 0) -> DataFrame:
+    values = spark._jsparkSession.parseDataType(spark.createDataFrame([], STATE).select("count", "total").schema.json())
+    return DataFrame(spark._jvm.io.deltastate.LiveLookup.withEntries(rows._jdf, values, folder, run, version, PARTITIONS,
+                                                                   5, 0, retained, horizon), spark)
+
+
+RECORDS = "key string, window_start long, window_end long, count long, total double, kind int, n long"
+
+
+@pytest.mark.parametrize("retained,horizon", [(0, 0), (2, 10)])
+def test_rows_gain_their_keys_entries_once(spark, tmp_path, retained, horizon):
+    """Each row is handed on unchanged; each key the rows hold gains every entry the state keeps of
+    it (kind 0, the rest null), once however many rows it has; retention hides what it would."""
+    folder, run, entries = _seeded(spark, tmp_path)
+    asked = [(k, None, None, None, None, 1, i) for i, k in enumerate(KEYS[:7] * 3)]
+    got = sorted(_with_entries(spark, spark.createDataFrame(asked, RECORDS), folder, run, 1, retained, horizon)
+                 .collect(), key=lambda r: (r[0], r[5], r[1] or 0, r[6] or 0))
+    kept = [(k, s, e, c, t, 0, None) for (k, s, e), (c, t) in entries.items()
+            if k in KEYS[:7] and not (retained and (s, e)[retained - 1] <= horizon)]
+    assert [tuple(r) for r in got] == sorted([*asked, *kept], key=lambda r: (r[0], r[5], r[1] or 0, r[6] or 0))
+    assert len(kept) < 21 if retained else len(kept) == 21
+
+
+def test_a_merge_over_the_entries_is_written_through_in_one_stage(spark, tmp_path):
+    """withEntries, a Python merge, keyed and writeThrough: one stage after the keying, whose tasks
+    write the version the lookups read; the state holds the merge's answer."""
+    import pyarrow as pa
+
+    def sum_per_key(batches):  # nested: the Python workers cannot import this module
+        """A merge that keeps each key where it found it: per key, its entries' counts plus its rows'."""
+        totals: dict[str, int] = {}
+        for batch in batches:
+            for key, count, n in zip(*(batch.column(c).to_pylist() for c in ("key", "count", "n"))):
+                totals[key] = totals.get(key, 0) + (count if count is not None else n)
+        yield pa.RecordBatch.from_pydict({"key": list(totals), "count": list(totals.values())})
+
+    folder, run, entries = _seeded(spark, tmp_path)
+    asked = [(k, None, None, None, None, 1, i) for i, k in enumerate(KEYS[:6])]
+    merged = (_with_entries(spark, spark.createDataFrame(asked, RECORDS), folder, run, 1)
+              .mapInArrow(sum_per_key, "key string, count long"))
+    keyed = DataFrame(spark._jvm.io.deltastate.LiveLookup.keyed(merged._jdf, "key", PARTITIONS), spark)
+    rows = keyed.select("key", F.lit(0).cast("long").alias("window_start"), F.lit(0).cast("long").alias("window_end"),
+                        F.lit(False).alias("is_delete"), "count", F.lit(0.0).alias("total"),
+                        F.col("key").alias("out_key"), F.col("count").alias("out_count"))
+    through = DataFrame(spark._jvm.io.deltastate.LiveEntryStore.writeThrough(rows._jdf, 2, folder, run, 1,
+                                                                            PARTITIONS, 0, 0), spark)
+    written, stages = _stages(spark, lambda: sorted(tuple(r) for r in through.collect()))
+    assert stages == 2
+    sums = {k: i + sum(c for (key, _, _), (c, _) in entries.items() if key == k) for i, k in enumerate(KEYS[:6])}
+    assert written == sorted(sums.items())
+    assert _state(spark, folder, run, 2) == {(*k, *v) for k, v in entries.items()} | {
+        (k, 0, 0, c, 0.0) for k, c in sums.items()}
+
+
+def test_keyed_rows_found_elsewhere_fail_naming_the_key(spark):
+    """keyed checks each row: rows not partitioned by key as the state is fail their task, and the
+    error names a key."""
+    rows = spark.createDataFrame([(k,) for k in KEYS], "key string").repartition(PARTITIONS, F.lit(1))
+    keyed = DataFrame(spark._jvm.io.deltastate.LiveLookup.keyed(rows._jdf, "key", PARTITIONS), spark)
+    with pytest.raises(Exception, match="reached partition"):
+        keyed.collect()
+    fine = DataFrame(spark._jvm.io.deltastate.LiveLookup.keyed(rows.repartition(PARTITIONS, "key")._jdf, "key",
+                                                              PARTITIONS), spark)
+    assert sorted(r[0] for r in fine.collect()) == KEYS

@@ -34,7 +34,7 @@ from deltastate.engine.common.lineage import Lineage
 from deltastate.engine.common.output import COUNTS, dead_letter_rows
 from deltastate.engine.common.report import BatchListener, BatchReport
 from deltastate.engine.common.steps import Aggregate, Select
-from deltastate.engine.windowed.changes import StateJoin, step_for
+from deltastate.engine.windowed.changes import StateJoin, WindowedChanges, step_for
 from deltastate.engine.windowed.live_store import LiveStore
 from deltastate.engine.windowed.records import (
     IS_DELETE,
@@ -66,15 +66,23 @@ class _Clock:
 
 
 def changelog_select(spark: SparkSession, store: StoreDefinition,
-                     lineage: Lineage) -> Callable[[DataFrame, DataFrame | None, int], DataFrame]:
-    """(puts, deletes, batch_id) -> the batch's changelog rows. The steps are built once per run
-    (engine/common/steps.py); a batch adds only its batch id and segment (with_batch_literals)."""
+                     lineage: Lineage) -> Callable[[WindowedChanges, int], DataFrame]:
+    """(changes, batch_id) -> the batch's changelog rows, in one pass over a mixed frame of puts and
+    deletes. The steps are built once per run (engine/common/steps.py); a batch adds only its batch
+    id and segment (with_batch_literals)."""
     # Aggregations come out of the merge; derived fields are computed over them on every put.
     aggregated = {a.target: F.col(a.target) for a in store.aggregations}
     values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
     put_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
                               F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
                               F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
+    deleted = F.col(IS_DELETE)
+    mixed_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
+                                *[F.when(~deleted, value_column(store, f.name, aggregated).cast(f.spark_type)).alias(f.name)
+                                  for f in store.value_fields],
+                                F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
+                                F.when(deleted, F.lit(layout.OP_DELETE)).otherwise(F.lit(layout.OP_PUT)).alias(layout.OP),
+                                SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
     delete_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
                                  *[F.lit(None).cast(f.spark_type).alias(f.name) for f in store.value_fields],
                                  F.lit(None).cast("bigint").alias(layout.EVENTS),
@@ -87,8 +95,13 @@ def changelog_select(spark: SparkSession, store: StoreDefinition,
         source_offset=F.col(SOURCE_OFFSET), epoch=lineage.epoch, lineage_id=lineage.lineage_id, event_time=F.timestamp_micros(F.try_multiply(F.col("event_ms"), F.lit(1000))))
     changelog_rows = Select(spark, [*head, *bookkeeping])
 
-    def rows(puts: DataFrame, deletes: DataFrame | None, batch_id: int) -> DataFrame:
-        both = put_rows(puts) if deletes is None else put_rows(puts).unionByName(delete_rows(deletes))
+    def rows(changes: WindowedChanges, batch_id: int) -> DataFrame:
+        if changes.mixed:  # one pass: a union of two filters over it would compute the merge twice
+            both = mixed_rows(changes.puts)
+        elif changes.removed is None:
+            both = put_rows(changes.puts)
+        else:
+            both = put_rows(changes.puts).unionByName(delete_rows(changes.removed))
         return changelog_rows(with_batch_literals(both, lineage.epoch, batch_id))
 
     return rows
@@ -105,7 +118,9 @@ def _release(df: DataFrame) -> None:
 
 
 def _dead_letters(records: DataFrame, session_late: DataFrame | None) -> DataFrame:
-    """The batch's failed and late records (late ones with reason "late"), raw bytes included."""
+    """The batch's failed and late records (late ones with reason "late"), raw bytes included;
+    session_late: the positions of the records a session merge found late (None: none did, or a
+    window store, whose records carry their lateness)."""
     if session_late is None:
         dead = records.where(F.col("reason").isNotNull() | F.col(IS_LATE))
     else:
@@ -172,16 +187,32 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
             has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            join = (StateJoin(live[0].by_key, lambda rows, prefix: live[0].joined(rows, batch_id, horizon, prefix))
-                    if entries_here else None)
+            # A batch that writes its state through (every seeded batch but a run's first one that may
+            # have committed already) looks its entries up where they lie; the others read them.
+            staging = entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE))
+            join = (StateJoin(live[0].by_key, lambda rows, prefix: live[0].joined(rows, batch_id, horizon, prefix),
+                              lambda rows, kind, state: live[0].with_entries(rows, batch_id, horizon, kind, state),
+                              live[0].keyed)
+                    if staging else None)
             changes = step(entries, join, b.where(events), b.where(deletes), has_deletes)
             cached += changes.cached
-            session_late = changes.late
+            rows = changelog_rows(changes, batch_id)
+            staged, observed = None, Observation(f"ops_{uuid.uuid4().hex}")
+            if staging:
+                # One job writes the records as the changelog's files and into the state store; they
+                # commit with the audit below. A failure between the two replays the batch, which
+                # reads the state's version before it and writes the next one again.
+                through = live[0].write_through(rows, batch_id, horizon).observe(observed, *observed_ops)
+                staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
             # Late events: window stores know theirs from the pass, session stores from the merge.
-            late_by_partition = ({int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
-                                 if session_late is None else
-                                 {int(r["partition"]): int(r["count"])
-                                  for r in count_late(session_late).collect()} if changes.any_late else {})
+            late_by_partition = {int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
+            session_late = None  # (partition, offset) of the merge's late records, when it found any
+            if changes.late is not None:
+                late_by_partition = {}
+                if changes.any_late():
+                    session_late = changes.late.persist()  # counted, then dead-lettered: merged once more
+                    cached.append(session_late)
+                    late_by_partition = {int(r["partition"]): int(r["count"]) for r in count_late(session_late).collect()}
             counts = {}
             for r in per_partition:
                 p, n_late = int(r["partition"]), late_by_partition.get(int(r["partition"]), 0)
@@ -189,7 +220,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                              int(r["failed"]) + n_late, int(r[layout.TOMBSTONES]))
             totals = {name: sum(c[i] for c in counts.values()) for i, name in enumerate(COUNTS)}
             totals[layout.LATE] = sum(late_by_partition.values())
-            if totals[layout.DEAD_LETTERED]:
+            if totals[layout.DEAD_LETTERED]:  # before the commit: a replay of a committed batch skips it
                 dead = _dead_letters(b, session_late)
                 committer.append_dead_letters(dead_letter_rows(dead, lineage, batch_id), paths[layout.DEADLETTER],
                                               lineage.lineage_id, batch_id)
@@ -200,14 +231,6 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 {int(r["partition"]): (int(r["lo"]), int(r["hi"])) for r in per_partition},
                 batch_max, carried_stream_times_json(clock.times), late=totals[layout.LATE]))
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
-            rows = changelog_rows(changes.puts, changes.removed, batch_id)
-            staged, observed = None, Observation(f"ops_{uuid.uuid4().hex}")
-            if entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE)):
-                # One job writes the records as the changelog's files and into the state store, then
-                # they commit. A failure between the two replays the batch, which reads the state's
-                # version before it and writes the next one again.
-                through = live[0].write_through(rows, batch_id, horizon).observe(observed, *observed_ops)
-                staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
             if staged is not None:
                 committer.commit_staged(staged, audit)
                 by_op = {op: int(n) for op, n in observed.get.items()}

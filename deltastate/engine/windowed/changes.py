@@ -6,16 +6,19 @@ plan are built once per run (engine/common/steps.py); batch.py writes what they 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import Accumulator
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
 from deltastate.engine.common.steps import Select
 from deltastate.engine.windowed import sessions as session_merge
-from deltastate.engine.windowed.records import IS_LATE, STORE_TIME, event_fields, session_store_time
+from deltastate.engine.windowed.records import IS_DELETE, IS_LATE, STORE_TIME, event_fields, session_store_time
 from deltastate.engine.windowed.stream_time import STREAM_TIME
 from deltastate.engine.windowed.windows import ByKey, Joined, WindowPlan
 from deltastate.stores.definition import StoreDefinition
@@ -25,19 +28,21 @@ from deltastate.stores.definition import StoreDefinition
 class WindowedChanges:
     """What one micro-batch changes in a window or session store.
 
-    puts     entries to write (key, bounds, values, events, source position, event time);
+    puts     entries to write (key, bounds, values, events, source position, event time); with
+             `mixed`, the session merge's put and delete rows in one frame, deletes marked is_delete;
     removed  entries deleted (by a tombstone, or superseded by a session merge), or None;
     late     (partition, offset) of records the session merge found late; None for window stores,
              whose late records are known from the first pass over the batch;
-    any_late whether `late` holds any row (counted while the merge ran, so a batch without late
-             records asks no job for their counts);
+    any_late whether `late` holds any row, asked once the batch's changes have been computed (counted
+             while the merge ran, so a batch without late records asks no job for their counts);
     cached   frames the step persisted or checkpointed, released once the batch is written."""
 
     puts: DataFrame
     removed: DataFrame | None = None
     late: DataFrame | None = None
-    any_late: bool = True
+    any_late: Callable[[], bool] = lambda: True
     cached: tuple[DataFrame, ...] = ()
+    mixed: bool = False
 
 
 # The live entries a batch asks for (columns key_str, window_start, window_end): an entry by its
@@ -51,13 +56,21 @@ def _whole_keys(spark: SparkSession) -> Select:
                           F.lit(None).cast("bigint").alias(WINDOW_END)])
 
 
+# (records: key, kind, then any; the kind column's name; the state rows' kind) -> the records with
+# their keys' live entries, partitioned as the state is (LiveStore.with_entries).
+WithEntries = Callable[[DataFrame, str, int], DataFrame]
+
+
 @dataclass(frozen=True)
 class StateJoin:
-    """A seeded state a batch joins where it lies (LiveStore.by_key, LiveStore.joined at the batch's
-    version and horizon): the batch's lookups, merge and state write run in one task per partition."""
+    """A seeded state a batch joins where it lies (LiveStore.by_key, joined, with_entries and keyed at
+    the batch's version and horizon), in a batch that writes it through: the batch's lookups, merge
+    and state write run in one task per partition."""
 
     by_key: ByKey
     joined: Joined
+    with_entries: WithEntries
+    keyed: ByKey
 
 
 # One batch's step: (entries, state join or None while seeding, events, deletes, has_deletes) -> its changes.
@@ -121,11 +134,17 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
     late_rows = F.count_if(is_late).alias("late_rows")  # counted as the merge runs: most batches have none
 
+    marked = Select(spark, ["*", is_removed.alias(IS_DELETE)])  # a mixed frame's rows told apart
+    late_seen_in_place = spark.sparkContext.accumulator(0)  # late rows of in-place merges, over the run
+    merge = _late_counted(store, late_seen_in_place)
+
     def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
              has_deletes: bool) -> WindowedChanges:
         # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
         # A session's bounds move as it merges: the batch reads every live session of the keys it
         # touches (a prefix scan each), where a join looks entries up by their bounds.
+        if join is not None:
+            return in_place(join, events, deletes)
         state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
         merged_input = (state.unionByName(records(events), allowMissingColumns=True)
                         .unionByName(delete_records(deletes), allowMissingColumns=True))
@@ -138,9 +157,34 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
                .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
                .observe(late_seen, late_rows)).localCheckpoint(eager=True)
         return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
-                               bool(late_seen.get["late_rows"]), (out,))
+                               lambda: bool(late_seen.get["late_rows"]), (out,))
+
+    def in_place(join: StateJoin, events: DataFrame, deletes: DataFrame) -> WindowedChanges:
+        # The records are shuffled by key into the state's partitions once; each task reads its keys'
+        # sessions, merges, and (in the batch's write) writes the state and the changelog's files.
+        # No checkpoint: the merge runs inside the write job, and again only when it found late
+        # records, for their dead letters (it reads the same state version, so it finds the same).
+        # (records and delete_records start with key and kind, as with_entries takes them.)
+        batch_records = records(events).unionByName(delete_records(deletes), allowMissingColumns=True)
+        with_state = join.with_entries(batch_records, "kind", session_merge.STATE)
+        out = with_state.sortWithinPartitions("key", "kind", "offset").mapInArrow(merge, output_ddl)
+        seen_before = late_seen_in_place.value
+        return WindowedChanges(marked(join.keyed(out.where(~is_late), "key")), None, late_position(out.where(is_late)),
+                               lambda: late_seen_in_place.value > seen_before, mixed=True)
 
     return step
+
+
+def _late_counted(store: StoreDefinition, late_seen: Accumulator[int]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The session merge (mapInArrow body), adding the late rows it emits to late_seen: an in-place
+    merge's output reaches the batch's write inside the state write, where an observation of it
+    would not be reported, so a task tells the driver through the accumulator."""
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for out in session_merge.merge_partition(store, batches):
+            late_seen.add(pc.sum(pc.equal(out.column("kind"), session_merge.LATE)).as_py() or 0)
+            yield out
+
+    return merge
 
 
 def step_for(spark: SparkSession, store: StoreDefinition) -> Step:

@@ -83,6 +83,11 @@ class LiveStore:
                                      F.col(WINDOW_END).cast("bigint")])
         self._retained = F.col(retained_column(spec))
         self._jjoin = spark._jvm.io.deltastate.LiveLookup.join
+        self._jwith_entries = spark._jvm.io.deltastate.LiveLookup.withEntries
+        self._jkeyed = spark._jvm.io.deltastate.LiveLookup.keyed
+        self._entry_nulls = [F.lit(None).cast("bigint").alias(WINDOW_START), F.lit(None).cast("bigint").alias(WINDOW_END),
+                             *[F.lit(None).cast(f.dataType).alias(f.name) for f in self.values.fields]]
+        self._with_entry_columns: tuple[tuple[str, ...], Select] | None = None  # (records' columns, the select)
         self._found = Select(spark, [*self.keys, *self.carried])
         self._through_state = [F.col(c).alias(f"{_THROUGH}{c}") for c in self.keys]
         self._through_state += [(F.col(OP) == F.lit(OP_DELETE)).alias(f"{_THROUGH}{IS_DELETE}")]
@@ -134,6 +139,29 @@ class LiveStore:
                                      self._version(batch_id), self.partitions,
                                      0 if horizon_ms is None else self.sweep_column,
                                      0 if horizon_ms is None else horizon_ms), self.spark)
+
+    def with_entries(self, records: DataFrame, batch_id: int, horizon_ms: int | None, kind: str,
+                     state_kind: int) -> DataFrame:
+        """records (columns key, `kind`, then any) shuffled by key into the state's partitions, each
+        partition holding, besides them, every entry of their keys that version batch_id holds and
+        horizon_ms retains: rows of kind state_kind with the key, window_start, window_end and the
+        value columns, events, source partition and offset, nulls in the records' other columns
+        (io.deltastate.LiveLookup.withEntries). A merge over them that keeps each key's rows where it
+        found them hands its rows to keyed(), then to write_through of the same batch."""
+        columns = tuple(records.columns)
+        if self._with_entry_columns is None or self._with_entry_columns[0] != columns:
+            assert columns[:2] == ("key", kind), columns
+            self._with_entry_columns = columns, Select(self.spark, ["key", *self._entry_nulls, *columns[1:]])
+        rows = self._with_entry_columns[1](records)
+        return DataFrame(self._jwith_entries(rows._jdf, self._values_type, self.folder, self.run_id,
+                                             self._version(batch_id), self.partitions, 3 + len(self.values.fields),
+                                             state_kind, 0 if horizon_ms is None else self.sweep_column,
+                                             0 if horizon_ms is None else horizon_ms), self.spark)
+
+    def keyed(self, rows: DataFrame, column: str) -> DataFrame:
+        """rows computed where with_entries left their keys, declared partitioned by `column` as the
+        state is, so write_through runs in their tasks (each row is checked)."""
+        return DataFrame(self._jkeyed(rows._jdf, column, self.partitions), self.spark)
 
     def advance(self, batch_id: int) -> None:
         """A batch without records commits its version unchanged, so the next batch finds it."""

@@ -1,8 +1,10 @@
 package io.deltastate;
 
 import java.io.Serializable;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Set;
@@ -13,6 +15,7 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
@@ -25,13 +28,19 @@ import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.execution.streaming.state.ReadStateStore;
 import org.apache.spark.sql.execution.streaming.state.StateStore;
+import org.apache.spark.sql.execution.streaming.state.StateStoreIterator;
 import org.apache.spark.sql.execution.streaming.state.StateStoreThreadLocalTracker;
+import org.apache.spark.sql.execution.streaming.state.UnsafeRowPair;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.TaskCompletionListener;
 import scala.Option;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
+import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction2;
 
 /**
@@ -41,6 +50,10 @@ import scala.runtime.AbstractFunction2;
  * the join's output says so, so a merge over it and LiveEntryStore.writeThrough run in the same
  * task: Spark upgrades the task's read store to its write store (as its own streaming aggregation
  * does between restoring and saving state), and the batch's state work is one stage.
+ *
+ * withEntries does the same for a session store, whose merge needs every live session of a key:
+ * the rows keep their partition and gain their keys' entries from a prefix scan each; keyed declares
+ * what a merge over them leaves where it found it, so writeThrough runs in the same tasks.
  */
 public final class LiveLookup {
     private LiveLookup() {}
@@ -71,14 +84,76 @@ public final class LiveLookup {
         RDD<InternalRow> joined = LiveEntryStore.withReadStateStore(
             part.queryExecution().toRdd(), spark, LiveEntryStore.stateInfo(dir, runId, version, partitions), values,
             new Join(values.length(), retainedColumn, horizon));
-        List<Attribute> attributes = new ArrayList<>(CollectionConverters.asJava(DataTypeUtils.toAttributes(out)));
-        List<Expression> key = new ArrayList<>();
-        key.add(attributes.get(0));
-        LogicalRDD plan = new LogicalRDD(CollectionConverters.asScala(attributes).toList(), joined,
-            new HashPartitioning(CollectionConverters.asScala(key).toList(), partitions),
+        return declared(spark, joined, out, 0, partitions);
+    }
+
+    /**
+     * rows (key first, then window_start, window_end, the entries' `values` columns, the kind
+     * column at kindColumn, then any) shuffled by key into the state's partitions, and in each
+     * partition, before the first row of each key, every entry of that key at version retained past
+     * horizon (retainedColumn as join takes it): kind stateKind, the key, bounds and values set,
+     * every other column null. The rows' own entry columns should be null. A task whose store no
+     * write upgraded releases it when it ends.
+     */
+    public static Dataset<Row> withEntries(Dataset<Row> rows, StructType values, String dir, String runId,
+                                           long version, int partitions, int kindColumn, int stateKind,
+                                           int retainedColumn, long horizon) {
+        org.apache.spark.sql.classic.Dataset<Row> part = (org.apache.spark.sql.classic.Dataset<Row>)
+            rows.repartition(partitions, rows.col(rows.columns()[0]));
+        SparkSession spark = part.sparkSession();
+        DataType[] types = new DataType[values.length()];
+        for (int i = 0; i < types.length; i++) {
+            types[i] = values.fields()[i].dataType();
+        }
+        RDD<InternalRow> withState = LiveEntryStore.withReadStateStore(
+            part.queryExecution().toRdd(), spark, LiveEntryStore.stateInfo(dir, runId, version, partitions), values,
+            new Entries(part.schema().length(), types, kindColumn, stateKind, retainedColumn, horizon));
+        return spark.internalCreateDataFrame(withState, part.schema(), false);
+    }
+
+    /**
+     * rows computed in the partitions of a withEntries (a merge that keeps each key's rows where it
+     * found them), declared partitioned by `column` into `partitions`, so writeThrough over them runs
+     * in the same tasks and writes the store they read. Each row is checked: one found in another
+     * partition than Spark's hash partitioning puts its key in fails its task, naming the key.
+     */
+    public static Dataset<Row> keyed(Dataset<Row> rows, String column, int partitions) {
+        org.apache.spark.sql.classic.Dataset<Row> ds = (org.apache.spark.sql.classic.Dataset<Row>) rows;
+        int index = ds.schema().fieldIndex(column);
+        Expression partitionOf = new HashPartitioning(seq(new BoundReference(index, DataTypes.StringType, true)),
+                                                      partitions).partitionIdExpression();
+        RDD<InternalRow> checked = ds.queryExecution().toRdd().mapPartitionsWithIndex(
+            new InPlace(partitionOf, index), true, LiveEntryStore.ROW);
+        return declared(ds.sparkSession(), checked, ds.schema(), index, partitions);
+    }
+
+    /** A Dataset over rdd (of schema) that Spark knows is hash-partitioned by column `key`. */
+    private static Dataset<Row> declared(SparkSession spark, RDD<InternalRow> rdd, StructType schema, int key,
+                                         int partitions) {
+        List<Attribute> attributes = new ArrayList<>(CollectionConverters.asJava(DataTypeUtils.toAttributes(schema)));
+        LogicalRDD plan = new LogicalRDD(CollectionConverters.asScala(attributes).toList(), rdd,
+            new HashPartitioning(seq(attributes.get(key)), partitions),
             scala.collection.immutable.List$.MODULE$.<SortOrder>empty(), false, Option.empty(), spark,
             Option.empty(), Option.empty());
         return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(spark, plan);
+    }
+
+    private static Seq<Expression> seq(Expression expression) {
+        List<Expression> one = new ArrayList<>();
+        one.add(expression);
+        return CollectionConverters.asScala(one).toList();
+    }
+
+    /** Releases a task's read store when the task ends, unless a write upgraded it (the write's to commit). */
+    private static void releaseUnlessWritten(ReadStateStore store) {
+        TaskContext.get().addTaskCompletionListener(new TaskCompletionListener() {
+            @Override
+            public void onTaskCompletion(TaskContext context) {
+                if (!UPGRADED.get().remove(store)) {
+                    store.release();
+                }
+            }
+        });
     }
 
     /** Called by a write with its store: marks the task's read store as upgraded to it. */
@@ -89,31 +164,35 @@ public final class LiveLookup {
         }
     }
 
-    /** One partition's rows, each joined with its entry's values as it is handed on. */
-    private static final class Join
+    /** A task's lookups in its partition's store, and the retention they apply. */
+    private abstract static class PartitionLookup
             extends AbstractFunction2<ReadStateStore, Iterator<InternalRow>, Iterator<InternalRow>> implements Serializable {
-        private final int valueCount;
         private final int retainedColumn;
         private final long horizon;
 
-        Join(int valueCount, int retainedColumn, long horizon) {
-            this.valueCount = valueCount;
+        PartitionLookup(int retainedColumn, long horizon) {
             this.retainedColumn = retainedColumn;
             this.horizon = horizon;
         }
 
+        /** Whether the entry with these bounds is retained: its retained column above the horizon. */
+        final boolean retained(long start, long end) {
+            return retainedColumn == 0 || (retainedColumn == 1 ? start : end) > horizon;
+        }
+    }
+
+    /** One partition's rows, each joined with its entry's values as it is handed on. */
+    private static final class Join extends PartitionLookup {
+        private final int valueCount;
+
+        Join(int valueCount, int retainedColumn, long horizon) {
+            super(retainedColumn, horizon);
+            this.valueCount = valueCount;
+        }
+
         @Override
         public Iterator<InternalRow> apply(ReadStateStore store, Iterator<InternalRow> rows) {
-            // A store no write upgraded is released when the task ends; an upgraded one is the
-            // write's to commit or abort.
-            TaskContext.get().addTaskCompletionListener(new TaskCompletionListener() {
-                @Override
-                public void onTaskCompletion(TaskContext context) {
-                    if (!UPGRADED.get().remove(store)) {
-                        store.release();
-                    }
-                }
-            });
+            releaseUnlessWritten(store);
             UnsafeProjection keyOf = UnsafeProjection.create(LiveEntryStore.KEY_SCHEMA);
             GenericInternalRow missing = new GenericInternalRow(valueCount);
             JoinedRow joined = new JoinedRow();
@@ -128,12 +207,112 @@ public final class LiveLookup {
                     InternalRow row = rows.next();
                     long start = row.getLong(1);
                     long end = row.getLong(2);
-                    boolean retained = retainedColumn == 0 || (retainedColumn == 1 ? start : end) > horizon;
-                    UnsafeRow value = retained ? store.get(keyOf.apply(new GenericInternalRow(new Object[] {
+                    UnsafeRow value = retained(start, end) ? store.get(keyOf.apply(new GenericInternalRow(new Object[] {
                         row.getUTF8String(0), start, end})), LiveEntryStore.FAMILY) : null;
                     return joined.apply(row, value == null ? missing : value);
                 }
             };
+        }
+    }
+
+    /** One partition's rows, each key's live entries handed on before its first row. */
+    private static final class Entries extends PartitionLookup {
+        private final int width;
+        private final DataType[] types;
+        private final int kindColumn;
+        private final int stateKind;
+
+        Entries(int width, DataType[] types, int kindColumn, int stateKind, int retainedColumn, long horizon) {
+            super(retainedColumn, horizon);
+            this.width = width;
+            this.types = types;
+            this.kindColumn = kindColumn;
+            this.stateKind = stateKind;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(ReadStateStore store, Iterator<InternalRow> rows) {
+            releaseUnlessWritten(store);
+            UnsafeProjection prefixOf = UnsafeProjection.create(LiveEntryStore.PREFIX_SCHEMA);
+            Set<UTF8String> seen = new HashSet<>();
+            ArrayDeque<InternalRow> pending = new ArrayDeque<>();
+            return new scala.collection.AbstractIterator<InternalRow>() {
+                @Override
+                public boolean hasNext() {
+                    return !pending.isEmpty() || rows.hasNext();
+                }
+
+                @Override
+                public InternalRow next() {
+                    if (!pending.isEmpty()) {
+                        return pending.poll();
+                    }
+                    InternalRow row = rows.next();
+                    UTF8String key = row.getUTF8String(0);
+                    if (seen.contains(key)) {
+                        return row;
+                    }
+                    UTF8String owned = key.clone();
+                    seen.add(owned);
+                    scan(owned, pending);
+                    if (pending.isEmpty()) {
+                        return row;
+                    }
+                    pending.add(row.copy());  // the input may reuse its row while the entries go first
+                    return pending.poll();
+                }
+
+                private void scan(UTF8String key, ArrayDeque<InternalRow> out) {
+                    StateStoreIterator<UnsafeRowPair> entries =
+                        store.prefixScan(prefixOf.apply(new GenericInternalRow(new Object[] {key})), LiveEntryStore.FAMILY);
+                    try {
+                        while (entries.hasNext()) {
+                            UnsafeRowPair pair = entries.next();
+                            UnsafeRow k = pair.key();
+                            if (!retained(k.getLong(1), k.getLong(2))) {
+                                continue;
+                            }
+                            UnsafeRow v = pair.value().copy();
+                            Object[] entry = new Object[width];
+                            entry[0] = key;
+                            entry[1] = k.getLong(1);
+                            entry[2] = k.getLong(2);
+                            for (int i = 0; i < types.length; i++) {
+                                entry[3 + i] = v.isNullAt(i) ? null : v.get(i, types[i]);
+                            }
+                            entry[kindColumn] = stateKind;
+                            out.add(new GenericInternalRow(entry));
+                        }
+                    } finally {
+                        entries.close();
+                    }
+                }
+            };
+        }
+    }
+
+    /** Hands a partition's rows on, each checked to be in the partition its key hashes to. */
+    private static final class InPlace
+            extends AbstractFunction2<Object, Iterator<InternalRow>, Iterator<InternalRow>> implements Serializable {
+        private final Expression partitionOf;
+        private final int keyColumn;
+
+        InPlace(Expression partitionOf, int keyColumn) {
+            this.partitionOf = partitionOf;
+            this.keyColumn = keyColumn;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(Object index, Iterator<InternalRow> rows) {
+            int partition = (Integer) index;
+            UnsafeProjection of = UnsafeProjection.create(seq(partitionOf));
+            return rows.map(row -> {
+                if (of.apply(row).getInt(0) != partition) {
+                    throw new IllegalStateException("key '" + row.getUTF8String(keyColumn) + "' reached partition "
+                        + partition + ", not the one its hash names: the rows were not kept where their keys were");
+                }
+                return row;
+            });
         }
     }
 }
