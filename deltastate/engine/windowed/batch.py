@@ -72,14 +72,14 @@ def changelog_select(spark: SparkSession, store: StoreDefinition,
     id and segment (with_batch_literals)."""
     # Aggregations come out of the merge; derived fields are computed over them on every put.
     aggregated = {a.target: F.col(a.target) for a in store.aggregations}
-    values = [value_column(store, f.name, aggregated).cast(f.spark_type).alias(f.name) for f in store.value_fields]
+    value_of = {f.name: value_column(store, f.name, aggregated).cast(f.spark_type) for f in store.value_fields}
+    values = [v.alias(name) for name, v in value_of.items()]
     put_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END, *values,
                               F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
                               F.lit(layout.OP_PUT).alias(layout.OP), SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
     deleted = F.col(IS_DELETE)
     mixed_rows = Select(spark, [layout.KEY, layout.WINDOW_START, layout.WINDOW_END,
-                                *[F.when(~deleted, value_column(store, f.name, aggregated).cast(f.spark_type)).alias(f.name)
-                                  for f in store.value_fields],
+                                *[F.when(~deleted, v).alias(name) for name, v in value_of.items()],
                                 F.col(layout.EVENTS).cast("bigint").alias(layout.EVENTS),
                                 F.when(deleted, F.lit(layout.OP_DELETE)).otherwise(F.lit(layout.OP_PUT)).alias(layout.OP),
                                 SOURCE_PARTITION, SOURCE_OFFSET, "event_ms"])
