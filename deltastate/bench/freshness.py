@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from deltastate.bench.probe_trace import BatchTiming, ProbeBreakdown, ProbeTiming, slowest
 from deltastate.config import Settings
 from deltastate.stores.durations import parse_duration_ms
 
@@ -68,6 +69,7 @@ class FreshnessFigures:
     idle_cpu_s: float = 0.0  # driver JVM + this process over the idle period
     warmup_s: float = 0.0  # load running before the first probe
     warmup_batches: int = 0  # micro-batches in the warm-up, left out of every figure
+    slowest: list[ProbeBreakdown] = field(default_factory=list)  # the slowest probes, split (probe_trace.py)
 
     def lines(self) -> list[str]:
         out = [f"bench freshness {self.store} ({self.store_type}): consistency={self.consistency}, "
@@ -80,6 +82,9 @@ class FreshnessFigures:
             out.append(f"  produce -> visible:  p50 {percentile(v, 50):.3f} s  p95 {percentile(v, 95):.3f} s  "
                        f"p99 {percentile(v, 99):.3f} s  max {max(v):.3f} s  ({len(v)} probes, {self.missed} missed, "
                        f"{self.slow_reads} reads over {READ_TIMEOUT_S:.0f} s)")
+        if self.slowest:
+            out.append("  slowest probes (wait for a batch + the batch + read after its commit):")
+            out.extend(f"    {b.describe()}" for b in self.slowest)
         if self.fell_behind_at is not None:
             out.append(f"  fell behind: {BEHIND_AFTER} probes in a row were not visible within "
                        f"{PROBE_TIMEOUT_S:.0f} s; probing stopped after probe {self.fell_behind_at + 1}. "
@@ -184,9 +189,14 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
     figures = FreshnessFigures(store.name, store.type, consistency, rate, trigger, os.cpu_count() or 0)
 
     reports, first_batch = [], threading.Event()
+    timings: list[BatchTiming] = []
+    probed: list[ProbeTiming] = []
 
     def on_batch(report) -> None:
+        ended = time.monotonic()
         reports.append(report)
+        timings.append(BatchTiming.of(report.batch_id, ended, report.phases, (report.audit or {}).get("offsets"),
+                                      report.phases.get("live", 0.0)))
         first_batch.set()
 
     spark = get_spark(bench)
@@ -201,7 +211,7 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
     if not first_batch.wait(300):
         raise RuntimeError(f"store {store.name!r}: no micro-batch within 300 s")
     publish_snapshot(spark, bench, [store])
-    probe_producer = Producer(producer_config(settings.kafka_bootstrap, **{"linger.ms": 0}))
+    probe_producer = Producer(producer_config(settings.kafka_bootstrap, **{"linger.ms": 0, "delivery.report.only.error": False}))
     params = {"fresh": "true"} if consistency == "committed" else {"consistency": consistency}
     template = json.loads(next(iter(bench_records(store.name, 1, 1, seed=8)))[1])
     service, warm = None, set()
@@ -215,8 +225,9 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
                 key = f"probe-{run_id}-{i:05d}"
                 event = {**template, store.key_field: key, store.event_time_field: load.newest_ts or
                          template[store.event_time_field]}
-                produced_at = time.monotonic()
-                probe_producer.produce(topic, key=key.encode(), value=json.dumps(event).encode())
+                produced_at, landed = time.monotonic(), []
+                probe_producer.produce(topic, key=key.encode(), value=json.dumps(event).encode(),
+                                       on_delivery=lambda err, msg: landed.append(msg) if err is None else None)
                 probe_producer.flush(10)
                 while time.monotonic() - produced_at < PROBE_TIMEOUT_S:
                     try:
@@ -227,7 +238,10 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
                         figures.slow_reads += 1
                         continue
                     if _visible(response, store.type):
-                        return time.monotonic() - produced_at
+                        visible_at = time.monotonic()
+                        if landed:
+                            probed.append(ProbeTiming(landed[0].partition(), landed[0].offset(), produced_at, visible_at))
+                        return visible_at - produced_at
                     time.sleep(POLL_S)
                 return None
 
@@ -244,6 +258,7 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
         stop_run.set()
         runner.join(120)
     figures.warmup_batches = len(warm)
+    figures.slowest = slowest(probed, timings)
     _batch_figures(figures, outcome.get("result"), [r for r in reports if r.batch_id not in warm],
                    after=max(warm, default=-1))
     return figures

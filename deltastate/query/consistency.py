@@ -198,6 +198,31 @@ class ConsistentReads:
                 latest = LatestView(offsets, tails, self.settings.max_value_bytes)
             yield Pinned(snap, queries.at(snap, overlays), fresh_to, latest, schema_version)
 
+    def merged_to(self, snapshot_version: int, store: str) -> int | None:
+        """The changelog version up to which the store's commits are merged over that snapshot (None:
+        no committed read or follow has merged any yet)."""
+        with self._overlays_lock:
+            overlay = self._overlays.get((snapshot_version, store))
+        return None if overlay is None else overlay.to_version
+
+    def follow(self, queries: Queries, lease: Lease) -> list[str]:
+        """Bring the overlay of every store in the leased snapshot up to the newest changelog commit,
+        so that a committed read finds the commits already merged (the first read after a start or a
+        swap would otherwise read every commit since the publish). Returns one message per store
+        that could not be followed: its reads report the same error themselves."""
+        from deltastate.stores.backends import backend_of
+
+        failures = []
+        with lease() as snap:
+            for name in sorted(snap.stores):
+                try:
+                    definition = queries.at(snap).store(name)
+                    if backend_of(definition).fresh_refusal(definition) is None:
+                        self._overlay(snap, definition, False)
+                except Exception as exc:  # noqa: BLE001 (reported by the store's own reads)
+                    failures.append(f"store {name!r}: {exc}")
+        return failures
+
     def _overlay(self, snap: Snapshot, definition: StoreDefinition, uncached: bool) -> Overlay:
         """The store's overlay on `snap`, shared by the reads between two changelog commits and
         extended by the next commit's files alone."""

@@ -63,6 +63,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     earlier overlay of the same snapshot, extended with the commits after it (its rows are the latest
     per key up to its version, so only newer commits are read)."""
     import duckdb
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     refusal = backend_of(store).fresh_refusal(store)
@@ -88,10 +89,13 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     try:
         parts = []
         for f in files:
-            table = pq.read_table(f.path)
-            present = [c for c in wanted if c in table.column_names]
-            parts.append((f.version, table.select(present)))
-    except (OSError, ValueError) as exc:
+            file = pq.ParquetFile(f.path)
+            table = file.read(columns=[c for c in wanted if c in file.schema_arrow.names])
+            parts.append(table.append_column("_commit", pa.array([f.version] * table.num_rows, pa.int64())))
+        # One table of every newer commit's rows: a catch-up over hundreds of commits is one scan,
+        # not a union whose planning grows with the number of files.
+        commits = pa.concat_tables(parts, promote_options="permissive") if parts else None
+    except (OSError, ValueError, pa.ArrowInvalid) as exc:
         raise FreshReadError(f"store {store.name!r}: reading changelog commits after version {start} "
                              f"failed: {exc}") from exc
     keys = [quote(c) for c in store_key_columns(store)]
@@ -99,10 +103,10 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     try:
         con.execute("SET TimeZone = 'UTC'")  # timestamps become naive UTC, like the snapshot's
         selects = []
-        for i, (version, table) in enumerate(parts):
-            con.register(f"_part{i}", table)
-            cols = ", ".join(_column(c, table.column_names) for c in wanted)
-            selects.append(f"SELECT {cols}, {version} AS _commit FROM _part{i}")
+        if commits is not None:
+            con.register("_commits", commits)
+            cols = ", ".join(_column(c, commits.column_names) for c in wanted)
+            selects.append(f"SELECT {cols}, _commit FROM _commits")
         if base is not None:
             con.register("_base", base)
             selects.append(f"SELECT {', '.join(quote(c) for c in wanted)}, _commit FROM _base")

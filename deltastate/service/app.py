@@ -109,8 +109,7 @@ def create_app(settings: Settings, options: ServiceOptions | None = None) -> Fas
 
         # Sync endpoints run on AnyIO's worker threads; bound them (see ServiceOptions.worker_threads).
         anyio.to_thread.current_default_thread_limiter().total_tokens = state.options.worker_threads
-        if state.tier is not None:
-            state.tier.start()
+        state.start()
         yield
         state.close()
 

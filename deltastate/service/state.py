@@ -15,6 +15,7 @@ from deltastate.query.errors import ParameterError
 from deltastate.query.reader import Snapshot
 from deltastate.query.reads import Queries
 from deltastate.query.times import parse_time
+from deltastate.service.follower import CommitFollower
 from deltastate.service.freshness import Freshness, FreshnessTracker, check_max_staleness
 from deltastate.service.metrics import ServiceMetrics
 from deltastate.service.options import ServiceOptions
@@ -66,6 +67,15 @@ class ServiceState:
         self.queries = Queries(settings)  # only its store-definition cache is used: reads go through at()
         # The query tier's membership when this instance is one of several (options.tier), else None.
         self.tier: Membership | None = None
+        self.follower: CommitFollower | None = None
+
+    def start(self) -> None:
+        """The background work of a serving instance: the tier's membership and the commit follower."""
+        if self.tier is not None:
+            self.tier.start()
+        if self.options.follow_commits_s > 0:
+            self.follower = CommitFollower(self.reads, self.queries, self.pool.lease, self.options.follow_commits_s)
+            self.follower.start()
 
     def _swapped(self, new: int, old: int | None) -> None:
         if old is not None:  # opening the first snapshot is not a swap
@@ -109,6 +119,8 @@ class ServiceState:
             yield Reading(snap, pinned.queries, freshness, pinned.latest, options.schema_version)
 
     def close(self) -> None:
+        if self.follower is not None:
+            self.follower.close()
         if self.tier is not None:
             self.tier.close()
         self.pool.close()

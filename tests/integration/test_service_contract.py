@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -276,3 +277,30 @@ def test_fresh_staleness_swap_and_as_of(world, spark) -> None:
             assert r.status_code == 404 and r.json()["error"]["type"] == "snapshot_not_retained"
             assert parameter in r.json()["error"]["message"]
     assert json.loads(json.dumps(exp2.tombstones)) > exp1.tombstones
+
+
+def _newest_commit(settings: Settings) -> int:
+    log = Path(settings.storage_root) / "stores" / STORE / "changelog" / "_delta_log"
+    return max(int(p.stem) for p in log.glob("*.json"))
+
+
+@pytest.mark.parametrize("follow_s", [0.2, 0.0])
+def test_new_commits_are_merged_before_any_read_asks(world, follow_s: float) -> None:
+    """The service merges commits newer than its snapshot in the background (follower.py), so the
+    first committed read after a start does not read them all; turned off, only a read merges."""
+    settings, ref = world["settings"], world["ref"]
+    produce(settings, world["topic"], generated(800, 450, seed=63 + int(follow_s * 10), tombstones=0.05), ref)
+    run_store(settings, STORE, once=True, topic=world["topic"])
+    newest, exp = _newest_commit(settings), expected(ref.records, settings.max_value_bytes)
+    options = dataclasses.replace(ServiceOptions(), follow_commits_s=follow_s)
+    with TestClient(create_app(settings, options)) as client:
+        state = client.app.state.service
+        deadline, merged = time.monotonic() + (15 if follow_s else 2), None
+        while time.monotonic() < deadline and merged != newest:
+            version = state.pool.current_version()
+            merged = None if version is None else state.reads.merged_to(version, STORE)
+            time.sleep(0.05)
+        assert merged == (newest if follow_s else None)
+        fresh_all = page_all(client, f"/stores/{STORE}/all", 211, fresh="true")
+        assert {r["key"]: values(r) for r in fresh_all} == exp.state
+        assert state.reads.merged_to(state.pool.current_version(), STORE) == newest
