@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from deltastate.bench.probe_trace import BatchTiming, ProbeBreakdown, ProbeTiming, slowest
+from deltastate.changelog.layout import OFFSETS
 from deltastate.config import Settings
 from deltastate.stores.durations import parse_duration_ms
 
@@ -195,7 +196,7 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
     def on_batch(report) -> None:
         ended = time.monotonic()
         reports.append(report)
-        timings.append(BatchTiming.of(report.batch_id, ended, report.phases, (report.audit or {}).get("offsets"),
+        timings.append(BatchTiming.of(report.batch_id, ended, report.phases, (report.audit or {}).get(OFFSETS),
                                       report.phases.get("live", 0.0)))
         first_batch.set()
 
@@ -211,7 +212,9 @@ def run_freshness_bench(settings: Settings, store_name: str, rate: int, probes: 
     if not first_batch.wait(300):
         raise RuntimeError(f"store {store.name!r}: no micro-batch within 300 s")
     publish_snapshot(spark, bench, [store])
-    probe_producer = Producer(producer_config(settings.kafka_bootstrap, **{"linger.ms": 0, "delivery.report.only.error": False}))
+    # Delivery reports for every probe: its partition and offset place it in a batch (probe_trace.py).
+    probe_producer = Producer(producer_config(settings.kafka_bootstrap,
+                                              **{"linger.ms": 0, "delivery.report.only.error": False}))
     params = {"fresh": "true"} if consistency == "committed" else {"consistency": consistency}
     template = json.loads(next(iter(bench_records(store.name, 1, 1, seed=8)))[1])
     service, warm = None, set()

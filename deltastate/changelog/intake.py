@@ -280,16 +280,25 @@ def _offsets_at(path: str, deltalog: DeltaLog, store: StoreDefinition, newest: i
 
 
 def stream_times_after(settings: Settings, deltalog: DeltaLog, store: StoreDefinition, after: int | None,
-                       times: Mapping[int, int]) -> dict[int, int]:
+                       times: Mapping[int, int]) -> tuple[dict[int, int], int | None]:
     """`times` advanced by the audit rows of intake commits after version `after` (every commit when
-    None), in plain Python."""
+    None), in plain Python, and the intake version they reach (`after` when nothing is newer)."""
     import pyarrow.parquet as pq
 
     path = _path(settings, store)
     out = dict(times)
     newest = deltalog.newest_commit(path)
     if newest is None or (after is not None and newest.version <= after):
-        return out
+        return out, after
+    try:
+        for f in deltalog.tail_files(path, after, newest.version):
+            if STREAM_TIMES not in pq.read_schema(f.path).names:
+                continue
+            out = merge_stream_times(out, pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist())
+    except (OSError, ValueError) as exc:
+        raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
+                             f"failed: {exc}") from exc
+    return out, newest.version
     try:
         for f in deltalog.tail_files(path, after, newest.version):
             if STREAM_TIMES not in pq.read_schema(f.path).names:

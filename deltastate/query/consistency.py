@@ -138,6 +138,7 @@ class ConsistentReads:
         # (snapshot version, store) -> its newest overlay: reads between two commits share it, and the
         # next commit extends it instead of reading the changelog's tail again.
         self._overlays: dict[tuple[int, str], Overlay] = {}
+        self._building: dict[tuple[int, str], threading.Lock] = {}
         self._overlays_lock = threading.Lock()
 
     @property
@@ -230,16 +231,22 @@ class ConsistentReads:
 
         key = (snap.version, definition.name)
         with self._overlays_lock:
-            previous = self._overlays.get(key)
-        overlay = build_overlay(self.settings, self.uncached_log if uncached else self.deltalog, snap, definition,
-                                previous)
-        if overlay is not previous:
+            building = self._building.setdefault(key, threading.Lock())
+        # One build per store and snapshot at a time: the reads that find the same new commit wait for
+        # the first one's merge and share it, rather than each merging it again.
+        with building:
             with self._overlays_lock:
-                if len(self._overlays) > 64:
-                    self._overlays.clear()
-                held = self._overlays.get(key)
-                if held is None or (held.to_version or -1) <= (overlay.to_version or -1):
-                    self._overlays[key] = overlay
+                previous = self._overlays.get(key)
+            overlay = build_overlay(self.settings, self.uncached_log if uncached else self.deltalog, snap, definition,
+                                    previous)
+            if overlay is not previous:
+                with self._overlays_lock:
+                    if len(self._overlays) > 64:
+                        self._overlays.clear()
+                        self._building = {key: building}
+                    held = self._overlays.get(key)
+                    if held is None or (held.to_version or -1) <= (overlay.to_version or -1):
+                        self._overlays[key] = overlay
         return overlay
 
     def _tail(self, definition: StoreDefinition, offsets: dict[int, int]) -> SourceTail:

@@ -47,6 +47,10 @@ class Overlay:
     # (rules.retention_horizon, compared with rules.retained_column); entries at or below it, the
     # snapshot's included, have left the store as they do at publish.
     horizon: dict[int, int] | None = None
+    # What the horizon was computed from: the stream times per partition and the intake version they
+    # reach, which a later overlay advances by the newer intake commits alone.
+    stream_times: dict[int, int] | None = field(default=None, repr=False, compare=False)
+    intake_version: int | None = field(default=None, repr=False, compare=False)
     # The rows with their ordering columns (epoch, batch_id, the commit): what a later overlay of the
     # same snapshot extends with the commits after to_version instead of reading them all again.
     raw: pa.Table | None = field(default=None, repr=False, compare=False)
@@ -77,8 +81,8 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
         return Overlay(store.name, None, held, held)
     start, base = held, None
     if (previous is not None and previous.raw is not None and previous.from_version == held
-            and previous.to_version is not None and previous.to_version <= newest.version):
-        if previous.to_version == newest.version:
+            and previous.to_version is not None):
+        if previous.to_version >= newest.version:  # as new as the log says, or newer (a cached look)
             return previous
         start, base = previous.to_version, previous.raw
     files = deltalog.tail_files(table_path, start, newest.version)
@@ -102,42 +106,60 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     con = duckdb.connect(":memory:")  # our own instance: the snapshot's connection is locked down
     try:
         con.execute("SET TimeZone = 'UTC'")  # timestamps become naive UTC, like the snapshot's
-        selects = []
-        if commits is not None:
-            con.register("_commits", commits)
-            cols = ", ".join(_column(c, commits.column_names) for c in wanted)
-            selects.append(f"SELECT {cols}, _commit FROM _commits")
-        if base is not None:
-            con.register("_base", base)
-            selects.append(f"SELECT {', '.join(quote(c) for c in wanted)}, _commit FROM _base")
-        latest = latest_per_key_sql(f"({' UNION ALL BY NAME '.join(selects)})", keys,
-                                    has_epoch=EPOCH in wanted, tiebreak="_commit")
-        raw = con.sql(latest).to_arrow_table()
+        raw = con.sql(_merge_sql(con, wanted, keys, commits, base)).to_arrow_table()
     finally:
         con.close()
     extra = [c for c in ORDER_COLUMNS if c not in columns]
     rows = raw.drop_columns(["_commit", *extra])
-    return Overlay(store.name, rows, held, newest.version, _horizon(settings, deltalog, info, store), raw=raw)
+    horizon = _horizon(settings, deltalog, info, store, None if base is None else previous)
+    return Overlay(store.name, rows, held, newest.version, *horizon, raw=raw)
 
 
-def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None,
-             store: StoreDefinition) -> dict[int, int] | None:
+def _merge_sql(con, wanted: list[str], keys: list[str], commits: pa.Table | None, base: pa.Table | None) -> str:
+    """The latest record per store key of the newer commits' rows and an earlier overlay's (`base`,
+    already one row per key). Only the keys the newer commits touch are ranked again, with their
+    base rows (a compaction's rewrite may hold an older record than base); every other base row
+    stands as it is, so extending a large overlay by one commit costs that commit's keys, not the
+    overlay's size."""
+    has_epoch = EPOCH in wanted
+    if commits is None:  # nothing newer to read: base as it is
+        con.register("_base", base)
+        return "SELECT * FROM _base"
+    con.register("_commits", commits)
+    newer = f"SELECT {', '.join(_column(c, commits.column_names) for c in wanted)}, _commit FROM _commits"
+    if base is None:
+        return latest_per_key_sql(f"({newer})", keys, has_epoch=has_epoch, tiebreak="_commit")
+    con.register("_base", base)
+    on = " AND ".join(f"b.{k} = t.{k}" for k in keys)
+    touched = f"(SELECT DISTINCT {', '.join(keys)} FROM ({newer}))"
+    ranked = latest_per_key_sql(f"({newer} UNION ALL BY NAME SELECT b.* FROM _base b SEMI JOIN {touched} t ON {on})",
+                                keys, has_epoch=has_epoch, tiebreak="_commit")
+    return f"{ranked} UNION ALL BY NAME SELECT b.* FROM _base b ANTI JOIN {touched} t ON {on}"
+
+
+def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None, store: StoreDefinition,
+             previous: Overlay | None) -> tuple[dict[int, int] | None, dict[int, int] | None, int | None]:
     """Per source partition, the retention horizon at the snapshot's stream times advanced by the
     intake audit rows committed after the intake version it recorded (each row holds its batch's
-    newest event time per partition). Only a batch that puts something advances stream time, so a
+    newest event time per partition), with those stream times and the intake version they reach.
+    previous: an earlier overlay of the same snapshot, whose stream times are advanced by the intake
+    commits after its own version alone. Only a batch that puts something advances stream time, so a
     changelog with no newer commits needs no new horizon; this is called only when it has some."""
     spec = store.window or store.session
     if spec is None:
-        return None
+        return None, None, None
     if info is not None and info.intake_version is None and info.changelog_version is not None:
         # Published before snapshots recorded their stream times: reading the intake from its first
         # commit could outlive the Delta log's retention, so these keep their own horizon until the
         # next publish.
-        return None
-    times = {} if info is None else info.stream_times_by_partition()
-    after = None if info is None else info.intake_version
-    times = stream_times_after(settings, deltalog, store, after, times)
-    return {p: retention_horizon(spec, ms) for p, ms in times.items()}
+        return None, None, None
+    if previous is not None and previous.stream_times is not None:
+        times, after = previous.stream_times, previous.intake_version
+    else:
+        times = {} if info is None else info.stream_times_by_partition()
+        after = None if info is None else info.intake_version
+    times, reached = stream_times_after(settings, deltalog, store, after, times)
+    return {p: retention_horizon(spec, ms) for p, ms in times.items()}, times, reached
 
 
 def _column(name: str, present: list[str]) -> str:

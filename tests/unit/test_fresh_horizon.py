@@ -14,7 +14,7 @@ from test_changelog_deltalog import add, commit
 from deltastate.changelog.deltalog import DeltaLog
 from deltastate.changelog.layout import INTAKE
 from deltastate.config import load_settings
-from deltastate.query.fresh import _horizon
+from deltastate.query.fresh import Overlay, _horizon
 from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.stores import load_store
 
@@ -36,20 +36,29 @@ def test_the_horizon_advances_from_the_snapshots_stream_times(tmp_path: Path) ->
     commit(intake, 1, add("b.parquet"))
     snapshot = StoreSnapshot(store.name, "session", 7, None, 3, 0, '{"0": 100, "1": 500}')
 
-    horizon = _horizon(settings, DeltaLog(ttl=0), snapshot, store)
+    horizon = _horizon(settings, DeltaLog(ttl=0), snapshot, store, None)[0]
     assert horizon == {0: 900 - retention, 1: 500 - retention, 2: 40 - retention}
     # Nothing audited since the snapshot: its own times.
     caught_up = dataclasses.replace(snapshot, intake_version=1)
-    assert _horizon(settings, DeltaLog(ttl=0), caught_up, store) == {0: 100 - retention, 1: 500 - retention}
+    assert _horizon(settings, DeltaLog(ttl=0), caught_up, store, None)[0] == {0: 100 - retention, 1: 500 - retention}
     # A snapshot from before the times were recorded keeps the horizon it was published with.
     older = StoreSnapshot(store.name, "session", 7, None, 3)
-    assert _horizon(settings, DeltaLog(ttl=0), older, store) is None
+    assert _horizon(settings, DeltaLog(ttl=0), older, store, None)[0] is None
     # A store that was empty at publish: every intake commit counts.
     empty = StoreSnapshot(store.name, "session", None, None, 0)
-    assert _horizon(settings, DeltaLog(ttl=0), empty, store) == {0: 99999 - retention, 2: 40 - retention}
+    assert _horizon(settings, DeltaLog(ttl=0), empty, store, None)[0] == {0: 99999 - retention, 2: 40 - retention}
+
+    # An overlay extended later advances its own times by the intake commits after its version alone.
+    audit_file(intake, "c.parquet", ['{"1": 800}'])
+    commit(intake, 2, add("c.parquet"))
+    horizon, times, reached = _horizon(settings, DeltaLog(ttl=0), snapshot, store, None)
+    assert (times, reached) == ({0: 900, 1: 800, 2: 40}, 2)
+    earlier = Overlay(store.name, None, 7, 7, stream_times={0: 50, 1: 500}, intake_version=1)
+    horizon, times, reached = _horizon(settings, DeltaLog(ttl=0), snapshot, store, earlier)
+    assert (horizon, reached) == ({0: 50 - retention, 1: 800 - retention}, 2)
 
 
 def test_key_value_stores_have_no_horizon(tmp_path: Path) -> None:
     settings = load_settings({"DELTASTATE_HOME": str(tmp_path)})
     store = load_store(settings, "player_stats")
-    assert _horizon(settings, DeltaLog(ttl=0), StoreSnapshot(store.name, "key_value", 1, None, 1), store) is None
+    assert _horizon(settings, DeltaLog(ttl=0), StoreSnapshot(store.name, "key_value", 1, None, 1), store, None)[0] is None
