@@ -11,6 +11,11 @@ Window and session stores also carry a retention horizon: per partition, the one
 changelog/rules.py at the snapshot's stream times (recorded with it) advanced by the intake audit
 rows committed since. Entries it no longer retains, whether from the snapshot or the newer commits,
 leave the answer, as they would at the next publish.
+
+An overlay grows commit by commit: the newer commits' files are read into one table, and only the
+keys they touch are ranked again together with the earlier overlay's rows of those keys; every other
+row stands. The merged rows are still copied into a new table at each extension, so its cost grows
+with the changes since the publish (the next publish starts a new, empty overlay).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from deltastate.stores.backends import backend_of
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
 
 
@@ -115,7 +121,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     return Overlay(store.name, rows, held, newest.version, *horizon, raw=raw)
 
 
-def _merge_sql(con, wanted: list[str], keys: list[str], commits: pa.Table | None, base: pa.Table | None) -> str:
+def _merge_sql(con: duckdb.DuckDBPyConnection, wanted: list[str], keys: list[str], commits: pa.Table | None, base: pa.Table | None) -> str:
     """The latest record per store key of the newer commits' rows and an earlier overlay's (`base`,
     already one row per key). Only the keys the newer commits touch are ranked again, with their
     base rows (a compaction's rewrite may hold an older record than base); every other base row
