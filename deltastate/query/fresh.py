@@ -20,7 +20,7 @@ with the changes since the publish (the next publish starts a new, empty overlay
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from deltastate.changelog.deltalog import DeltaLog
@@ -89,7 +89,7 @@ def build_overlay(settings: Settings, deltalog: DeltaLog, snap: Snapshot, store:
     if (previous is not None and previous.raw is not None and previous.from_version == held
             and previous.to_version is not None):
         if previous.to_version >= newest.version:  # as new as the log says, or newer (a cached look)
-            return previous
+            return _with_newer_horizon(settings, deltalog, info, store, previous)
         start, base = previous.to_version, previous.raw
     files = deltalog.tail_files(table_path, start, newest.version)
     if not files and base is None:
@@ -141,6 +141,19 @@ def _merge_sql(con: duckdb.DuckDBPyConnection, wanted: list[str], keys: list[str
     ranked = latest_per_key_sql(f"({newer} UNION ALL BY NAME SELECT b.* FROM _base b SEMI JOIN {touched} t ON {on})",
                                 keys, has_epoch=has_epoch, tiebreak="_commit")
     return f"{ranked} UNION ALL BY NAME SELECT b.* FROM _base b ANTI JOIN {touched} t ON {on}"
+
+
+def _with_newer_horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None, store: StoreDefinition,
+                        overlay: Overlay) -> Overlay:
+    """overlay, with its horizon advanced by the intake commits after its own: a batch's audit reaches
+    the intake table after its changelog commit, so an overlay built in between (by the service's
+    follower, say) would otherwise keep an older horizon until the next changelog commit."""
+    if overlay.stream_times is None:
+        return overlay
+    horizon, times, reached = _horizon(settings, deltalog, info, store, overlay)
+    if reached == overlay.intake_version:
+        return overlay
+    return replace(overlay, horizon=horizon, stream_times=times, intake_version=reached)
 
 
 def _horizon(settings: Settings, deltalog: DeltaLog, info: StoreSnapshot | None, store: StoreDefinition,

@@ -49,7 +49,7 @@ class IndexedReads(ReadSource):
             if not keys:
                 return QueryResult(snap.version, [], [])
             marks = ", ".join("?" for _ in dict.fromkeys(keys))
-            result = run(snap, f"SELECT * FROM {self._table(snap, definition)} WHERE \"key\" IN ({marks})",
+            result = run(snap, f"SELECT * FROM {self._table(snap, definition, keys)} WHERE \"key\" IN ({marks})",
                          list(dict.fromkeys(keys)))
         by_key = {row[KEY]: row for row in result.rows}
         return QueryResult(result.snapshot_version, result.columns, [by_key[k] for k in keys if k in by_key])

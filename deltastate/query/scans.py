@@ -103,7 +103,8 @@ class ScanReads(ReadSource):
                 where.append(f"{quote(column)} {op} ?")
                 params.append(value)
         with self.reader.snapshot() as snap:
-            sql = (f"SELECT * FROM {self._table(snap, definition)} WHERE {' AND '.join(where)} "
+            table = self._table(snap, definition, None if key is None else [key])
+            sql = (f"SELECT * FROM {table} WHERE {' AND '.join(where)} "
                    f"ORDER BY {', '.join(quote(c) for c in order)}")
             return run(snap, *_limited(sql, params, limit))
 

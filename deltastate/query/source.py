@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from deltastate.changelog.layout import OP, OP_PUT, SOURCE_PARTITION, store_key_columns
+from deltastate.changelog.layout import KEY, OP, OP_PUT, SOURCE_PARTITION, store_key_columns
 from deltastate.changelog.rules import retained_column
 from deltastate.config import Settings
 from deltastate.errors import SnapshotError, UnknownStoreError
@@ -31,6 +32,8 @@ from deltastate.stores.current import FIRST_VERSION, current_version
 from deltastate.stores.definition import StoreDefinition
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from deltastate.query.fresh import Overlay
 
 _STORE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -51,6 +54,15 @@ def _in_snapshot(snap: Snapshot, store: StoreDefinition) -> None:
     if store.name not in snap.stores:
         raise SnapshotError(f"store {store.name!r} is not in snapshot {snap.version}; "
                             "run `deltastate snapshot publish` to include it")
+
+
+def _of_keys(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """The overlay rows whose "key" is one of keys."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = rows.column(KEY)
+    return rows.filter(pc.is_in(column, value_set=pa.array(list(dict.fromkeys(keys)), type=column.type)))
 
 
 class ReadSource:
@@ -85,17 +97,19 @@ class ReadSource:
                 self._definitions[(name, version)] = found
         return found
 
-    def _table(self, snap: Snapshot, store: StoreDefinition) -> str:
+    def _table(self, snap: Snapshot, store: StoreDefinition, keys: Sequence[str] | None = None) -> str:
         """What to select from: the store's table, or with an overlay, the table with newer changelog
         rows merged in (a row of the overlay replaces the snapshot's row of the same store key, a
-        tombstone removes it)."""
+        tombstone removes it). keys: the read selects these keys alone (WHERE "key" IN them), so the
+        overlay's other rows are left out before the merge, which then costs the keys' rows rather
+        than every row committed since the snapshot."""
         _in_snapshot(snap, store)
         table = quote(store.name)
         overlay = self._overlays.get(store.name)
         if overlay is None or overlay.rows is None:
             return self._in_scope(table)
         name = quote(f"_fresh_{store.name}")
-        snap.con.register(f"_fresh_{store.name}", overlay.rows)
+        snap.con.register(f"_fresh_{store.name}", overlay.rows if keys is None else _of_keys(overlay.rows, keys))
         same = " AND ".join(f"f.{quote(c)} = s.{quote(c)}" for c in store_key_columns(store))
         merged = (f"(SELECT * FROM {table} s WHERE NOT EXISTS (SELECT 1 FROM {name} f WHERE {same}) "
                   f"UNION ALL BY NAME SELECT * EXCLUDE ({FRESH_OP}) FROM {name} WHERE {FRESH_OP} = '{OP_PUT}')")

@@ -14,7 +14,7 @@ from test_changelog_deltalog import add, commit
 from deltastate.changelog.deltalog import DeltaLog
 from deltastate.changelog.layout import INTAKE
 from deltastate.config import load_settings
-from deltastate.query.fresh import Overlay, _horizon
+from deltastate.query.fresh import Overlay, _horizon, _with_newer_horizon
 from deltastate.snapshot.catalog import StoreSnapshot
 from deltastate.stores import load_store
 
@@ -56,6 +56,14 @@ def test_the_horizon_advances_from_the_snapshots_stream_times(tmp_path: Path) ->
     earlier = Overlay(store.name, None, 7, 7, stream_times={0: 50, 1: 500}, intake_version=1)
     horizon, times, reached = _horizon(settings, DeltaLog(ttl=0), snapshot, store, earlier)
     assert (horizon, reached) == ({0: 50 - retention, 1: 800 - retention}, 2)
+
+    # An overlay as new as the changelog still takes the audits copied to the intake after it was built.
+    built = Overlay(store.name, None, 7, 9, {0: 50 - retention}, {0: 50}, 2)
+    assert _with_newer_horizon(settings, DeltaLog(ttl=0), snapshot, store, built) is built
+    audit_file(intake, "d.parquet", ['{"0": 60}'])
+    commit(intake, 3, add("d.parquet"))
+    advanced = _with_newer_horizon(settings, DeltaLog(ttl=0), snapshot, store, built)
+    assert (advanced.horizon, advanced.intake_version, advanced.to_version) == ({0: 60 - retention}, 3, 9)
 
 
 def test_key_value_stores_have_no_horizon(tmp_path: Path) -> None:
