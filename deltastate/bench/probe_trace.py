@@ -57,7 +57,7 @@ class ProbeBreakdown:
     batch_id: int
 
     def describe(self) -> str:
-        return (f"{self.total:.3f} s = wait {self.wait:.3f} + batch {self.batch:.3f} (#{self.batch_id}) "
+        return (f"{self.total:.3f} s = wait {self.wait:.3f} + batch {self.batch:.3f} (batch id {self.batch_id}) "
                 f"+ read {self.read:.3f}")
 
 

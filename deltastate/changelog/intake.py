@@ -299,13 +299,4 @@ def stream_times_after(settings: Settings, deltalog: DeltaLog, store: StoreDefin
         raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
                              f"failed: {exc}") from exc
     return out, newest.version
-    try:
-        for f in deltalog.tail_files(path, after, newest.version):
-            if STREAM_TIMES not in pq.read_schema(f.path).names:
-                continue
-            out = merge_stream_times(out, pq.read_table(f.path, columns=[STREAM_TIMES]).column(0).to_pylist())
-    except (OSError, ValueError) as exc:
-        raise FreshReadError(f"store {store.name!r}: reading intake commits after version {after} "
-                             f"failed: {exc}") from exc
-    return out
 
