@@ -10,6 +10,12 @@ a fresh topic. Then, each as a new process:
 Each reports its processing time (Kafka Streams: first record to closed, offsets committed;
 deltastate: the run from its checkpoint check to its last committed batch) and the wall clock from
 process start; the bench prints both rates, both wall clocks and deltastate's ratio to the peer.
+
+With warm-up events, a second seeded backlog of that many events goes to its own topic, and each
+side reads it first, untimed, in the same process as the measured run (Kafka Streams under its own
+application id; deltastate through `python -m deltastate.bench.warm_run` into its own storage): the
+figures are then each side's steady state, with the JIT's compiling done, and the wall clocks count
+from the measured run's start.
 Late records: deltastate counts each late record once (dead-lettered, reason late); Kafka Streams'
 dropped-records-total counts a late record once per window it missed, so the two are not compared.
 """
@@ -64,6 +70,7 @@ class PeersFigures:
     cores: int
     kafka_streams: RunFigures
     deltastate: RunFigures
+    warmup_events: int = 0
 
     @property
     def rate_ratio(self) -> float:
@@ -85,8 +92,10 @@ class PeersFigures:
             return (f"  {name:<13} {r.records:>11,} records  processing {r.processing_seconds:7.1f} s "
                     f"({r.rate:>9,.0f} records/s)  wall {r.wall_seconds:7.1f} s")
 
+        how = (f"each process warm from an untimed {self.warmup_events:,}-event backlog, wall from the measured run"
+               if self.warmup_events else "each a new process, wall from process start")
         return [f"bench peers {self.store}: {self.events:,} events, {self.keys:,} keys, {self.cores} cores, "
-                "one after the other on one topic",
+                f"one after the other on one topic; {how}",
                 row("kafka streams", self.kafka_streams), row("deltastate", self.deltastate),
                 f"  deltastate / kafka streams: processing rate {self.rate_ratio:.2f}x, "
                 f"wall clock {1 / self.wall_ratio if self.wall_ratio else 0:.2f}x as long"]
@@ -104,8 +113,9 @@ def peer_classpath(settings: Settings) -> str:
 
 
 def run_peers_bench(settings: Settings, events: int, keys: int | None = None, seed: int = 1,
-                    store_name: str = "player_stats") -> PeersFigures:
-    """keys: distinct keys; None for the store type's default (bench ingest's)."""
+                    store_name: str = "player_stats", warmup_events: int = 0) -> PeersFigures:
+    """keys: distinct keys; None for the store type's default (bench ingest's). warmup_events: the
+    size of the untimed backlog each side reads first in the measured run's process (0: none)."""
     from deltastate.bench.ingest import default_keys
     from deltastate.stores import load_store
 
@@ -114,9 +124,11 @@ def run_peers_bench(settings: Settings, events: int, keys: int | None = None, se
     keys = default_keys(load_store(settings, store_name).type) if keys is None else keys
     classpath = peer_classpath(settings)
     topic = produce_backlog(settings, store_name, events, keys, seed)
-    peer = run_peer(settings, store_name, topic, events, classpath)
-    ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1])
-    return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours)
+    warm_up = (produce_backlog(settings, store_name, warmup_events, min(keys, warmup_events), seed + 1000)
+               if warmup_events else None)
+    peer = run_peer(settings, store_name, topic, events, classpath, warm_up and (warm_up, warmup_events))
+    ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1], warm_up)
+    return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours, warmup_events)
 
 
 def produce_backlog(settings: Settings, store_name: str, events: int, keys: int, seed: int) -> str:
@@ -133,11 +145,15 @@ def produce_backlog(settings: Settings, store_name: str, events: int, keys: int,
     return topic
 
 
-def run_peer(settings: Settings, store_name: str, topic: str, events: int, classpath: str) -> RunFigures:
-    """The store's Kafka Streams peer over the first `events` records of topic, in a new JVM."""
+def run_peer(settings: Settings, store_name: str, topic: str, events: int, classpath: str,
+             warm_up: tuple[str, int] | None = None) -> RunFigures:
+    """The store's Kafka Streams peer over the first `events` records of topic, in a new JVM;
+    warm_up: a (topic, records) it reads to the end first, untimed."""
     with tempfile.TemporaryDirectory(prefix="deltastate-peer-") as state_dir:
         command = ["java", "-cp", classpath, PEERS[store_name], settings.kafka_bootstrap, topic,
                    f"deltastate-peer-{uuid.uuid4().hex[:8]}", state_dir, str(events)]
+        if warm_up:
+            command += [warm_up[0], str(warm_up[1])]
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise InfraError(f"the Kafka Streams peer failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
@@ -146,10 +162,13 @@ def run_peer(settings: Settings, store_name: str, topic: str, events: int, class
                       float(found["processing_seconds"]), float(found["wall_seconds"]))
 
 
-def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str) -> RunFigures:
+def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str, warm_up: str | None) -> RunFigures:
+    """`deltastate run --once` over topic in a new process; with a warm_up topic, warm_run's two runs."""
     env = {**os.environ, **settings.to_env(), "DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")}
     command = [str(Path(sys.executable).parent / "deltastate"), "run", store, "--once", "--topic", topic, "--quiet",
                "--json"]
+    if warm_up:
+        command = [sys.executable, "-m", "deltastate.bench.warm_run", store, warm_up, topic]
     started = time.monotonic()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - started
@@ -157,4 +176,4 @@ def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str) -> 
         raise InfraError(f"`{' '.join(command[1:])}` failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
     return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
-                      wall)
+                      float(found.get("wall_seconds", wall)))

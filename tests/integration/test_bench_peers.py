@@ -37,11 +37,14 @@ def reference_counts(settings, store: str, events: int, keys: int) -> tuple[int,
     return valid, valid - late, late
 
 
-def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings):
+@pytest.mark.parametrize("warmup_events", [0, 1_500])
+def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings, warmup_events):
+    """With warm-up events, each side first reads a separate backlog in the same process: the
+    measured figures are still the measured backlog's alone."""
     store = "player_stats"
     settings = make_settings()
     events, keys = SIZES[store]
-    figures = run_peers_bench(settings, events, keys, SEED, store)
+    figures = run_peers_bench(settings, events, keys, SEED, store, warmup_events)
 
     valid, applied, late = reference_counts(settings, store, events, keys)
     assert figures.kafka_streams.records == figures.deltastate.records == events
@@ -53,6 +56,8 @@ def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings):
     shown = json.loads(json.dumps(figures.to_dict()))
     assert shown["store"] == store and shown["kafka_streams"]["records"] == shown["deltastate"]["records"] == events
     assert f"bench peers {store}: {events:,} events, {keys:,} keys" in "\n".join(figures.lines())
+    assert shown["warmup_events"] == warmup_events
+    assert ("warm from an untimed" in "\n".join(figures.lines())) == bool(warmup_events)
 
 
 @pytest.mark.parametrize("store", sorted(set(PEERS) - {"player_stats"}))
