@@ -368,5 +368,14 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     return figures
 
 
+def against_floor_line(figures: FreshnessFigures, floor: FreshnessFigures) -> str:
+    """The store's micro-batch p50 over Spark's floor's, both measured in one run."""
+    if not figures.batch_s or not floor.batch_s:
+        return "  against the floor: no batches with records to compare"
+    ours, bare = percentile(figures.batch_s, 50), percentile(floor.batch_s, 50)
+    return (f"  against the floor: micro-batch p50 {ours:.3f} s = {ours / bare:.2f}x Spark's floor "
+            f"(p50 {bare:.3f} s, measured first in this run)")
+
+
 def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)
     return [p if isinstance(p, dict) else dict(p) for p in query.recentProgress]

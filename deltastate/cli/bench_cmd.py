@@ -153,23 +153,33 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
 @click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
                                             "and load for --probes seconds after the warm-up.")
+@click.option("--against-floor", is_flag=True, help="Measure Spark's floor first (as --floor), then the store, in one "
+                                                    "process, and print the store's batch p50 over the floor's.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
-              warmup_seconds: float, port: int, floor: bool) -> None:
+              warmup_seconds: float, port: int, floor: bool, against_floor: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
-    from deltastate.bench.freshness import run_floor, run_freshness_bench
+    from deltastate.bench.freshness import against_floor_line, run_floor, run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
+    if floor and against_floor:
+        raise click.UsageError("--floor measures the floor alone and --against-floor the floor then the store: "
+                               "give one of them")
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    if floor:
-        figures = run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds)
-    else:
-        figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
-                                      echo=click.echo, warmup_seconds=warmup_seconds)
+    floor_figures = run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds) if (
+        floor or against_floor) else None
+    figures = floor_figures if floor else run_freshness_bench(
+        settings, store_name, rate, probes, trigger, consistency, port, idle_seconds, echo=click.echo,
+        warmup_seconds=warmup_seconds)
+    if against_floor:
+        for line in floor_figures.lines():
+            click.echo(line)
     for line in figures.lines():
         click.echo(line)
+    if against_floor:
+        click.echo(against_floor_line(figures, floor_figures))
 
 
 @bench.command("commit")

@@ -14,6 +14,8 @@ names keep the last value, as Python's json module does.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -24,14 +26,10 @@ from deltastate.stores.definition import StoreDefinition
 # schema_of_variant() names for each JSON-schema type.
 _INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _SPARK_TYPE = {"integer": "bigint", "number": "double", "string": "string", "boolean": "boolean"}
-# Jackson's lenient defaults would let the typed parse accept what JSON does not ('x', NaN).
+# The typed read's column type for each JSON-schema type (jvm/src/io/deltastate/JsonFields.java).
+_FIELD_TYPE = {"integer": "long", "number": "double", "string": "string", "boolean": "boolean"}
+# Jackson's lenient defaults would let the variant parse accept what JSON does not ('x', NaN).
 _STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
-# The typed parse fills this column when any field failed to convert: a field it kept from an earlier
-# duplicate, say, must not pass for the last one (which the variant path and Python's json read).
-_CORRUPT = "__corrupt"
-# First characters of a number, object or array written out as text (a typed string column holds
-# them), and of a quoted Infinity (a number too large for a double, written out).
-_NON_STRING_STARTS = tuple('-0123456789{["')
 
 
 def _type_ok(kind: Column, json_type: str) -> Column:
@@ -89,18 +87,23 @@ def _value_checks(name: str, spec: dict[str, Any], present: Column) -> list[tupl
     return checks
 
 
-def _typed_field_ok(name: str, spec: dict[str, Any], required: bool) -> Column:
-    """True when the typed parse alone proves the field present (if required) and of its JSON type.
+def _typed_field_ok(name: str, required: bool) -> Column:
+    """True when the typed read proves the field present (if required): the read is a struct only
+    when every declared field is absent, JSON null or of its JSON kind, so a null column is a field
+    absent or null, which only a required field must not be."""
+    return F.col(f"__typed.`{name}`").isNotNull() if required else F.lit(True)
 
-    A typed integer, number or boolean column is null for every other JSON kind; a typed string
-    column holds the JSON text of any kind, so a value that could be a number, object, array or
-    boolean written out is left to the variant path. Either way the answer is only ever "proved
-    well-formed" or "ask the variant path", never a verdict of its own."""
-    value = F.col(f"__typed.`{name}`")
-    if spec.get("type", "string") != "string":
-        return value.isNotNull()
-    unambiguous = ~F.substring(value, 1, 1).isin(*_NON_STRING_STARTS) & ~value.isin("true", "false")
-    return value.isNotNull() & unambiguous if required else value.isNull() | unambiguous
+
+def _typed_fields(records: DataFrame, store: StoreDefinition) -> str:
+    """Registers the store's typed read of its event fields (JsonFields.java) on the session; its
+    SQL name, one per field list, so the versions of a store under migration each get their own."""
+    props = store.source.properties
+    names = list(props)
+    types = [_FIELD_TYPE[spec.get("type", "string")] for spec in props.values()]
+    name = "deltastate_json_fields_" + hashlib.sha1(json.dumps([names, types]).encode()).hexdigest()[:12]
+    spark = records.sparkSession
+    spark._jvm.io.deltastate.Udafs.registerJsonFields(spark._jsparkSession, name, names, types)
+    return name
 
 
 def _valid_utf8() -> Column:
@@ -119,7 +122,8 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
              typed_path: bool = True) -> DataFrame:
     """Kafka records -> records with key_str, is_tombstone, reason and one typed column per event field.
 
-    A typed from_json vouches for most records cheaply (_typed_field_ok). Every other record (a
+    A typed read of the record's bytes (JsonFields.java) vouches for most records cheaply
+    (_typed_field_ok). Every other record (a
     tombstone, an oversized value, a field missing, null or of another JSON kind, a string that
     reads like another kind) is parsed again with every field typed VARIANT, which keeps each
     field's JSON kind (a number is not taken for a string, a missing field differs from a JSON
@@ -143,17 +147,13 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
         F.col("value").isNull().alias("is_tombstone"),
         F.col("value").cast("string").alias("__text"),
     )
-    typed_schema = ", ".join([*(f"`{n}` {_SPARK_TYPE[s.get('type', 'string')]}" for n, s in props.items()),
-                              f"{_CORRUPT} string"])
-    df = df.select("*", F.when(small, F.from_json(F.col("__text"), typed_schema,
-                                                  {**_STRICT_JSON, "columnNameOfCorruptRecord": _CORRUPT}))
-                   .alias("__typed"))
-    # Spark's JSON readers stop after the first value, so text after it is caught here; escapes
-    # (\u) go the variant way, whose parser refuses a lone surrogate the typed one would turn into '?'.
-    fast = (F.col("key").isNotNull() & small & F.lit(typed_path) & F.col(f"__typed.{_CORRUPT}").isNull()
-            & F.col("__text").endswith("}") & ~F.col("__text").contains("\\u") & _valid_utf8())
-    for name, spec in props.items():
-        fast = fast & _typed_field_ok(name, spec, name in required)
+    df = df.select("*", F.when(small, F.expr(f"{_typed_fields(records, store)}(value)")).alias("__typed"))
+    # Escapes (\u) go the variant way, whose parser refuses a lone surrogate; both parsers read bytes
+    # that are not UTF-8 as replacement characters, which JSON refuses.
+    fast = (F.col("key").isNotNull() & small & F.lit(typed_path) & F.col("__typed").isNotNull()
+            & ~F.col("__text").contains("\\u") & _valid_utf8())
+    for name in props:
+        fast = fast & _typed_field_ok(name, name in required)
     df = df.select("*", F.coalesce(fast, F.lit(False)).alias("__fast"))
     variant_schema = ", ".join(f"`{n}` variant" for n in props)
     on_fast = F.col("__fast")

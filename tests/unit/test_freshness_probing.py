@@ -45,3 +45,20 @@ def test_pauses_between_probes_vary_within_a_second(monkeypatch) -> None:
     # a probe returns at once here, so each pause is the rest of its second plus up to one more
     assert len(pauses) == 40 and all(0.99 <= p < 2.0 for p in pauses)
     assert max(pauses) - min(pauses) > 0.5, "the pauses do not spread the probes over the batch cycle"
+
+
+def test_the_store_is_set_against_the_floor_by_their_batch_medians() -> None:
+    store = FreshnessFigures("player_stats", "key_value", "committed", 2_000, "1s", 2, batch_s=[0.9, 1.2, 0.6])
+    floor = FreshnessFigures("floor: count per key", "key_value", "none", 2_000, "1s", 2, batch_s=[0.3, 0.5, 0.4])
+    line = freshness.against_floor_line(store, floor)
+    assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s" in line
+    assert "no batches" in freshness.against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
+
+
+def test_floor_alone_and_against_the_floor_are_refused_together() -> None:
+    from click.testing import CliRunner
+
+    from deltastate.cli.bench_cmd import bench
+
+    result = CliRunner().invoke(bench, ["freshness", "--floor", "--against-floor"])
+    assert result.exit_code == 2 and "give one of them" in result.output

@@ -20,6 +20,23 @@ public final class Udafs {
                         args -> new ResettableFold(args, combines, types), "java_udf");
     }
 
+    /**
+     * Registers JsonFields for one event schema: name(value) reads those fields from a record's bytes.
+     * names and types: one per field, types "long", "double", "string" or "boolean".
+     */
+    public static void registerJsonFields(SparkSession spark, String name, java.util.List<String> names,
+                                          java.util.List<String> types) {
+        String[] fieldNames = names.toArray(new String[0]);
+        String[] fieldTypes = types.toArray(new String[0]);
+        ((org.apache.spark.sql.classic.SparkSession) spark).sessionState().functionRegistry()
+                .createOrReplaceTempFunction(name, args -> {
+                    if (args.size() != 1) {
+                        throw new IllegalArgumentException(name + " takes one argument, the record's value bytes");
+                    }
+                    return new JsonFields(fieldNames, fieldTypes).of(args.head());
+                }, "java_udf");
+    }
+
     /** Registers StreamTime; non-deterministic, so the optimizer neither reorders nor repeats it. */
     public static void registerStreamTime(SparkSession spark, String name) {
         UserDefinedFunction udf = functions.udf(new StreamTime(), DataTypes.LongType).asNondeterministic();
