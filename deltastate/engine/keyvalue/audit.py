@@ -158,6 +158,7 @@ def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
     reads, which repeats the JSON parses hundreds of times per record (721 `from_json` calls in the
     optimized plan of trade_stats' four fields). A cached relation is a leaf to the optimizer, so each
     record is parsed once."""
+    from deltastate.engine.common.source import CONSUMER_OPTIONS
     from deltastate.ingest.decode import classify
 
     start = json.dumps({topic: {str(p): lo for p, (lo, _) in ranges.items()}})
@@ -166,7 +167,7 @@ def reread_dead_letters(spark: SparkSession, settings: Settings, store: StoreDef
                .option("kafka.bootstrap.servers", settings.kafka_bootstrap)
                .option("assign", json.dumps({topic: sorted(ranges)}))
                .option("startingOffsets", start).option("endingOffsets", end)
-               .option("failOnDataLoss", "true").load())
+               .option("failOnDataLoss", "true").options(**CONSUMER_OPTIONS).load())
     classified = classify(records, store, settings.max_value_bytes).persist()
     try:
         yield classified.where(F.col("reason").isNotNull())
