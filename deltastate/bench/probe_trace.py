@@ -7,7 +7,9 @@ whose audit offsets cover that offset. Its produce -> visible time then splits i
   running, then the trigger);
 - batch: that batch's writer, from its start to its changelog commit;
 - read: from the commit to the first read that answered with the probe (the service seeing the
-  commit, plus the poll interval).
+  commit, plus the poll interval). It can be slightly negative: the commit's file is in the log,
+  and the service's follower may merge it, before Delta's commit call returns to the writer (its
+  post-commit work: the checksum, the new snapshot).
 
 A tail in `wait` or `batch` is the stream's; a tail in `read` is the query service's.
 """

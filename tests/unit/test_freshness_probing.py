@@ -54,11 +54,3 @@ def test_the_store_is_set_against_the_floor_by_their_batch_medians() -> None:
     assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s" in line
     assert "no batches" in freshness.against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
 
-
-def test_floor_alone_and_against_the_floor_are_refused_together() -> None:
-    from click.testing import CliRunner
-
-    from deltastate.cli.bench_cmd import bench
-
-    result = CliRunner().invoke(bench, ["freshness", "--floor", "--against-floor"])
-    assert result.exit_code == 2 and "give one of them" in result.output
