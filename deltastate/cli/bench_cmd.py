@@ -153,13 +153,15 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
 @click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
                                             "and load for --probes seconds after the warm-up.")
-@click.option("--against-floor", is_flag=True, help="Measure Spark's floor first (as --floor), then the store, in one "
-                                                    "process, and print the store's batch p50 over the floor's.")
+@click.option("--against-floor", is_flag=True, help="Measure Spark's floor first (as --floor, in a process of its "
+                                                    "own), then the store, and print the store's batch p50 over the "
+                                                    "floor's.")
+@click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
-              warmup_seconds: float, port: int, floor: bool, against_floor: bool) -> None:
+              warmup_seconds: float, port: int, floor: bool, against_floor: bool, as_json: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
-    from deltastate.bench.freshness import against_floor_line, run_floor, run_freshness_bench
+    from deltastate.bench.freshness import against_floor_line, run_floor, run_floor_apart, run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
     if floor and against_floor:
@@ -168,11 +170,18 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    floor_figures = run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds) if (
-        floor or against_floor) else None
+    floor_figures = (run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds) if floor else
+                     run_floor_apart(settings, rate, probes, trigger, warmup_seconds) if against_floor else None)
     figures = floor_figures if floor else run_freshness_bench(
         settings, store_name, rate, probes, trigger, consistency, port, idle_seconds, echo=click.echo,
         warmup_seconds=warmup_seconds)
+    if as_json:
+        import dataclasses
+        import json
+
+        click.echo(json.dumps({**dataclasses.asdict(figures),
+                               **({"floor": dataclasses.asdict(floor_figures)} if against_floor else {})}))
+        return
     if against_floor:
         for line in floor_figures.lines():
             click.echo(line)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from deltastate.bench.commit import run_commit_bench
-from deltastate.bench.freshness import run_floor, run_freshness_bench
+from deltastate.bench.freshness import run_floor, run_floor_apart, run_freshness_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -43,3 +43,13 @@ def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_se
     # One trigger a second: at most one batch per second of the measured six (and a last one).
     assert 1 <= len(figures.batch_s) <= 8 and all(s > 0 for s in figures.batch_s)
     assert "warm-up:" in "\n".join(figures.lines())
+
+
+def test_the_floor_apart_runs_in_its_own_process_and_reports_its_batches(broker, make_settings):
+    """`--against-floor` measures the floor in a new process (bench/floor_run.py) against the
+    bench's broker: its figures come back whole."""
+    # A new JVM: its first batch alone can take ten seconds on a busy machine.
+    figures = run_floor_apart(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=20)
+    assert figures.warmup_s == 20 and figures.produced > 0 and figures.store.startswith("floor")
+    assert 1 <= len(figures.batch_s) <= 8 and all(s > 0 for s in figures.batch_s)
+    assert figures.spark["triggerExecution"] == figures.batch_s

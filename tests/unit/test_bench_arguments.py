@@ -15,3 +15,10 @@ def test_the_warm_run_names_its_arguments_when_given_the_wrong_number(capsys) ->
 
     assert main(["player_stats"]) == 2
     assert "usage: python -m deltastate.bench.warm_run STORE WARM_UP_TOPIC TOPIC" in capsys.readouterr().err
+
+
+def test_the_floor_run_names_its_arguments_when_given_the_wrong_number(capsys) -> None:
+    from deltastate.bench.floor_run import main
+
+    assert main(["2000", "60"]) == 2
+    assert "usage: python -m deltastate.bench.floor_run RATE SECONDS TRIGGER WARMUP_SECONDS" in capsys.readouterr().err

@@ -51,6 +51,6 @@ def test_the_store_is_set_against_the_floor_by_their_batch_medians() -> None:
     store = FreshnessFigures("player_stats", "key_value", "committed", 2_000, "1s", 2, batch_s=[0.9, 1.2, 0.6])
     floor = FreshnessFigures("floor: count per key", "key_value", "none", 2_000, "1s", 2, batch_s=[0.3, 0.5, 0.4])
     line = freshness.against_floor_line(store, floor)
-    assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s" in line
+    assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s, measured just before in its own process" in line
     assert "no batches" in freshness.against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
 
