@@ -161,7 +161,8 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
               warmup_seconds: float, port: int, floor: bool, against_floor: bool, as_json: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
-    from deltastate.bench.freshness import against_floor_line, run_floor, run_floor_apart, run_freshness_bench
+    from deltastate.bench.floor import against_floor_line, run_floor, run_floor_apart
+    from deltastate.bench.freshness import run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
     if floor and against_floor:

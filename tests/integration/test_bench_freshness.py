@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from deltastate.bench.commit import run_commit_bench
-from deltastate.bench.freshness import run_floor, run_floor_apart, run_freshness_bench
+from deltastate.bench.floor import run_floor, run_floor_apart
+from deltastate.bench.freshness import run_freshness_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -46,7 +47,7 @@ def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_se
 
 
 def test_the_floor_apart_runs_in_its_own_process_and_reports_its_batches(broker, make_settings):
-    """`--against-floor` measures the floor in a new process (bench/floor_run.py) against the
+    """`--against-floor` measures the floor in a new process (`python -m deltastate.bench.floor`) against the
     bench's broker: its figures come back whole."""
     # A new JVM: its first batch alone can take ten seconds on a busy machine.
     figures = run_floor_apart(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=20)

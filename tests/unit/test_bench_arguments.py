@@ -18,7 +18,7 @@ def test_the_warm_run_names_its_arguments_when_given_the_wrong_number(capsys) ->
 
 
 def test_the_floor_run_names_its_arguments_when_given_the_wrong_number(capsys) -> None:
-    from deltastate.bench.floor_run import main
+    from deltastate.bench.floor import main
 
     assert main(["2000", "60"]) == 2
-    assert "usage: python -m deltastate.bench.floor_run RATE SECONDS TRIGGER WARMUP_SECONDS" in capsys.readouterr().err
+    assert "usage: python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS" in capsys.readouterr().err

@@ -4,6 +4,7 @@ BEHIND_AFTER misses in a row (a store that does not keep up), with the verdict p
 import pytest
 
 from deltastate.bench import freshness
+from deltastate.bench.floor import against_floor_line
 from deltastate.bench.freshness import BEHIND_AFTER, FreshnessFigures, probe_each_second
 
 
@@ -50,7 +51,7 @@ def test_pauses_between_probes_vary_within_a_second(monkeypatch) -> None:
 def test_the_store_is_set_against_the_floor_by_their_batch_medians() -> None:
     store = FreshnessFigures("player_stats", "key_value", "committed", 2_000, "1s", 2, batch_s=[0.9, 1.2, 0.6])
     floor = FreshnessFigures("floor: count per key", "key_value", "none", 2_000, "1s", 2, batch_s=[0.3, 0.5, 0.4])
-    line = freshness.against_floor_line(store, floor)
+    line = against_floor_line(store, floor)
     assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s, measured just before in its own process" in line
-    assert "no batches" in freshness.against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
+    assert "no batches" in against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
 
