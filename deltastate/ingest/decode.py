@@ -123,12 +123,12 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
     """Kafka records -> records with key_str, is_tombstone, reason and one typed column per event field.
 
     A typed read of the record's bytes (JsonFields.java) vouches for most records cheaply
-    (_typed_field_ok). Every other record (a
-    tombstone, an oversized value, a field missing, null or of another JSON kind, a string that
-    reads like another kind) is parsed again with every field typed VARIANT, which keeps each
-    field's JSON kind (a number is not taken for a string, a missing field differs from a JSON
-    null); its typed values are then casts of those small variants. Only a record with none of the
-    fields is parsed a third time, to tell unparseable JSON from a JSON value that is not an object.
+    (_typed_field_ok). Every other record (a tombstone, an oversized value, a field missing, null,
+    given twice or of another JSON kind, a \\u escape, bytes that are not UTF-8) is parsed again
+    with every field typed VARIANT, which keeps each field's JSON kind (a number is not taken for a
+    string, a missing field differs from a JSON null); its typed values are then casts of those
+    small variants. Only a record with none of the fields is parsed a third time, to tell
+    unparseable JSON from a JSON value that is not an object.
     Both paths report the same reasons: the typed one can only say "well-formed", and then both
     check the same bounds in the same order. typed_path=False sends every record down the variant
     path (tests compare the two).
@@ -148,8 +148,8 @@ def classify(records: DataFrame, store: StoreDefinition, max_value_bytes: int,
         F.col("value").cast("string").alias("__text"),
     )
     df = df.select("*", F.when(small, F.expr(f"{_typed_fields(records, store)}(value)")).alias("__typed"))
-    # Escapes (\u) go the variant way, whose parser refuses a lone surrogate; both parsers read bytes
-    # that are not UTF-8 as replacement characters, which JSON refuses.
+    # Escapes (\u) go the variant way, whose parser refuses a lone surrogate. Bytes that are not
+    # UTF-8 go there too: the typed read does not decode the strings of fields it skips.
     fast = (F.col("key").isNotNull() & small & F.lit(typed_path) & F.col("__typed").isNotNull()
             & ~F.col("__text").contains("\\u") & _valid_utf8())
     for name in props:
