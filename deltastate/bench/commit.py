@@ -1,7 +1,9 @@
-"""Delta commit benchmark: what one small append costs, with and without Delta's idempotent-write
-options (txnAppId, txnVersion). A micro-batch of a store is one changelog commit, idempotent for a
-run's first batch and plain after it (docs/architecture.md), so this is the floor of a batch's cost
-on the committed path that deltastate's own work sits on.
+"""Delta commit benchmark: what one small append costs, plain and idempotent, with Delta's writer
+options (txnAppId, txnVersion: the table's state rebuilt to find the app id's version) and with
+deltastate's append_once (changelog/tables.py: the version read from the snapshot's checksum). A
+micro-batch of a store is one changelog commit, idempotent for a run's first batch and plain after
+it (docs/architecture.md), so this is the floor of a batch's cost on the committed path that
+deltastate's own work sits on.
 
 `log_files`: plain appends to tables whose `_delta_log` folder also holds that many more files, as a
 long-running store's log holds them (four per commit on a local disk: the commit, Delta's checksum,
@@ -37,20 +39,29 @@ class CommitFigures:
 
 
 def run_commit_bench(settings: Settings, appends: int = 25, log_files: tuple[int, ...] = ()) -> CommitFigures:
+    from deltastate.changelog.tables import append_once
     from deltastate.infra.spark import get_spark
 
     spark = get_spark(settings)
     row = spark.createDataFrame([(1, "x")], "a bigint, b string")
+
+    def writer_option(path: str, i: int) -> None:
+        row.write.format("delta").mode("append").option("txnAppId", "bench").option("txnVersion", i).save(path)
+
+    def plain(path: str, i: int) -> None:
+        row.write.format("delta").mode("append").save(path)
+
     seconds: dict[str, list[float]] = {}
-    for name, idempotent in (("warm-up", True), ("idempotent (txnAppId)", True), ("plain append", False)):
+    variants = (("warm-up", writer_option), ("idempotent (txnAppId)", writer_option),
+                ("idempotent (append_once)", lambda path, i: append_once(row, path, "bench", i)),
+                ("plain append", plain))
+    for name, append in variants:
         path = f"{tempfile.mkdtemp(prefix='deltastate-commit-')}/table"
+        plain(path, -1)  # the table: append_once appends to one that exists
         times = []
         for i in range(appends):
-            writer = row.write.format("delta").mode("append")
-            if idempotent:
-                writer = writer.option("txnAppId", "bench").option("txnVersion", i)
             started = time.perf_counter()
-            writer.save(path)
+            append(path, i)
             times.append(time.perf_counter() - started)
         if name != "warm-up":
             seconds[name] = times[5:]

@@ -16,6 +16,9 @@ side reads it first, untimed, in the same process as the measured run (Kafka Str
 application id; deltastate through `python -m deltastate.bench.warm_run` into its own storage): the
 figures are then each side's steady state, with the JIT's compiling done, and the wall clocks count
 from the measured run's start.
+With --against-floor, Spark's own floor (bench/backlog_floor.py: a count per Kafka key in the
+state store, writing nothing) reads the same backlogs last, in a process of its own, and the bench
+sets deltastate's rate and Kafka Streams' against it: what Spark alone costs on this machine.
 Late records: deltastate counts each late record once (dead-lettered, reason late); Kafka Streams'
 dropped-records-total counts a late record once per window it missed, so the two are not compared.
 """
@@ -71,6 +74,7 @@ class PeersFigures:
     kafka_streams: RunFigures
     deltastate: RunFigures
     warmup_events: int = 0
+    floor: RunFigures | None = None  # Spark's own floor on the same backlog (--against-floor)
 
     @property
     def rate_ratio(self) -> float:
@@ -94,11 +98,18 @@ class PeersFigures:
 
         how = (f"each process warm from an untimed {self.warmup_events:,}-event backlog, wall from the measured run"
                if self.warmup_events else "each a new process, wall from process start")
-        return [f"bench peers {self.store}: {self.events:,} events, {self.keys:,} keys, {self.cores} cores, "
-                f"one after the other on one topic; {how}",
-                row("kafka streams", self.kafka_streams), row("deltastate", self.deltastate),
-                f"  deltastate / kafka streams: processing rate {self.rate_ratio:.2f}x, "
-                f"wall clock {1 / self.wall_ratio if self.wall_ratio else 0:.2f}x as long"]
+        out = [f"bench peers {self.store}: {self.events:,} events, {self.keys:,} keys, {self.cores} cores, "
+               f"one after the other on one topic; {how}",
+               row("kafka streams", self.kafka_streams), row("deltastate", self.deltastate)]
+        if self.floor is not None:
+            out.append(row("spark floor", self.floor))
+        out.append(f"  deltastate / kafka streams: processing rate {self.rate_ratio:.2f}x, "
+                   f"wall clock {1 / self.wall_ratio if self.wall_ratio else 0:.2f}x as long")
+        if self.floor is not None and self.floor.rate:
+            out.append(f"  deltastate / spark floor (a count per Kafka key, writing nothing): processing rate "
+                       f"{self.deltastate.rate / self.floor.rate:.2f}x; kafka streams / spark floor "
+                       f"{self.kafka_streams.rate / self.floor.rate:.2f}x")
+        return out
 
 
 def peer_classpath(settings: Settings) -> str:
@@ -113,9 +124,12 @@ def peer_classpath(settings: Settings) -> str:
 
 
 def run_peers_bench(settings: Settings, events: int, keys: int | None = None, seed: int = 1,
-                    store_name: str = "player_stats", warmup_events: int = 0) -> PeersFigures:
+                    store_name: str = "player_stats", warmup_events: int = 0,
+                    against_floor: bool = False) -> PeersFigures:
     """keys: distinct keys; None for the store type's default (bench ingest's). warmup_events: the
-    size of the untimed backlog each side reads first in the measured run's process (0: none)."""
+    size of the untimed backlog each side reads first in the measured run's process (0: none).
+    against_floor: Spark's own floor (bench/backlog_floor.py) reads the same backlogs last, in a
+    process of its own."""
     from deltastate.bench.ingest import default_keys
     from deltastate.stores import load_store
 
@@ -128,7 +142,11 @@ def run_peers_bench(settings: Settings, events: int, keys: int | None = None, se
                if warmup_events else None)
     peer = run_peer(settings, store_name, topic, events, classpath, warm_up and (warm_up, warmup_events))
     ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1], warm_up)
-    return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours, warmup_events)
+    floor = _timed_process(settings, [sys.executable, "-m", "deltastate.bench.backlog_floor", topic,
+                                      *([warm_up] if warm_up else [])]) if against_floor else None
+    return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours, warmup_events,
+                        floor and RunFigures(floor["records"], floor["records"], 0, float(floor["seconds"]),
+                                             float(floor["wall_seconds"])))
 
 
 def produce_backlog(settings: Settings, store_name: str, events: int, keys: int, seed: int) -> str:
@@ -164,16 +182,21 @@ def run_peer(settings: Settings, store_name: str, topic: str, events: int, class
 
 def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str, warm_up: str | None) -> RunFigures:
     """`deltastate run --once` over topic in a new process; with a warm_up topic, warm_run's two runs."""
-    env = {**os.environ, **settings.to_env(), "DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")}
     command = [str(Path(sys.executable).parent / "deltastate"), "run", store, "--once", "--topic", topic, "--quiet",
                "--json"]
     if warm_up:
         command = [sys.executable, "-m", "deltastate.bench.warm_run", store, warm_up, topic]
+    found = _timed_process(settings, command, {"DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")})
+    return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
+                      float(found["wall_seconds"]))
+
+
+def _timed_process(settings: Settings, command: list[str], env: dict[str, str] | None = None) -> dict:
+    """The JSON line a bench process prints last; wall_seconds defaults to the process's own wall clock."""
     started = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(command, env={**os.environ, **settings.to_env(), **(env or {})}, capture_output=True,
+                          text=True, timeout=3600)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise InfraError(f"`{' '.join(command[1:])}` failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
-                      float(found.get("wall_seconds", wall)))
+    return {"wall_seconds": wall, **json.loads(done.stdout.strip().splitlines()[-1])}

@@ -14,8 +14,9 @@ newest batch copied (its marker), with its rows, so a crash cannot separate rows
 The engine flushes when a run starts and when it stops, and restore flushes before it reads the
 audit. While a run goes on, its own thread copies every `DELTASTATE_AUDIT_FLUSH_SECONDS` as plain
 appends: the run holds the store's writer lock, so no other copy races it, and the marker says where
-the next copy resumes. A plain append costs no state reconstruction (the idempotent check rebuilds
-the table's snapshot, seconds on a busy machine), but it does not move the lineage's txn version,
+the next copy resumes. A plain append reads nothing of the table (the idempotent one reads the txn
+versions from the snapshot's checksum, or rebuilds the table's state without one), but it does not
+move the lineage's txn version,
 which the run-start readers use (the ledger, the replay check, the checkpoint check); so every flush
 first brings the txn versions up to the newest marker's batches, with an empty idempotent append
 when they lag. Readers that only follow the history (store pages, metrics, retention) see it up to
@@ -59,6 +60,7 @@ from deltastate.changelog.layout import (
     WRITE_TIME,
 )
 from deltastate.changelog.reader import changelog_version
+from deltastate.changelog.tables import append_once
 from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -125,16 +127,13 @@ def audit_rows(spark: SparkSession, rows: list[dict[str, Any]], written: list[da
     else:
         frame = spark.createDataFrame([(*(r[c] for c in _ROW_COLUMNS), at) for r, at in zip(rows, written, strict=True)],
                                       f"{_SCHEMA}, {WRITE_TIME} timestamp")
-    return frame.select(*[n for n, _ in INTAKE_COLUMNS])
+    # One partition: a copy is one task and one file, not one per default partition (most of them empty).
+    return frame.select(*[n for n, _ in INTAKE_COLUMNS]).coalesce(1)
 
 
 def append_audit(df: DataFrame, path: str, app_id: str, batch_id: int, metadata: str | None = None) -> None:
     """An idempotent intake append (txnAppId/txnVersion); older tables gain newer columns."""
-    writer = (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
-              .option("mergeSchema", "true"))
-    if metadata is not None:
-        writer = writer.option("userMetadata", metadata)
-    writer.save(path)
+    append_once(df, path, app_id, batch_id, merge_schema=True, metadata=metadata)
 
 
 def copied_through(spark: SparkSession, intake: str) -> int:

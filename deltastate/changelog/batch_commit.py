@@ -18,6 +18,7 @@ from deltastate.changelog.audit_log import BatchAudit, append_audit, append_copi
 from deltastate.changelog.deltalog import local_dir
 from deltastate.changelog.layout import BATCH_ID, CHANGELOG, INTAKE, LINEAGE_ID
 from deltastate.changelog.reader import changelog_version
+from deltastate.changelog.tables import append_once
 from deltastate.changelog.txn_log import txn_versions
 from deltastate.config import Settings
 from deltastate.stores.definition import StoreDefinition
@@ -42,9 +43,9 @@ class BatchCommitter:
     """A running store's batch commits (one per micro-batch) and the copies of their audits.
 
     Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
-    asks the log whether it already landed, through Delta's idempotent-write check
-    (txnAppId/txnVersion), which reconstructs the table's state. Every later batch of the run is a
-    plain append: the same commit without that reconstruction. A batch's dead letters, appended
+    asks the log whether it already landed, through its idempotent commit (txnAppId/txnVersion:
+    changelog/tables.py append_once). Every later batch of the run is a plain append: the same
+    commit without that check. A batch's dead letters, appended
     before its commit, follow the same rule: the first batch looks for its rows, later ones append. The run's own thread copies the
     audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
     stream rather than inside a batch, and an idle store's too, as plain appends (the module
@@ -72,10 +73,10 @@ class BatchCommitter:
             return {n: int(row[n]) for n in counts} if counts else {}
         observed = Observation(f"commit_{uuid.uuid4().hex}") if counts else None
         rows = records.observe(observed, *[c.alias(n) for n, c in counts.items()]) if counts else records
-        writer = rows.write.format("delta").mode("append").option("userMetadata", audit.metadata())
         if first:
-            writer = writer.option("txnAppId", self.changelog_app_id).option("txnVersion", batch_id)
-        writer.save(self.changelog)
+            append_once(rows, self.changelog, self.changelog_app_id, batch_id, metadata=audit.metadata())
+        else:
+            rows.write.format("delta").mode("append").option("userMetadata", audit.metadata()).save(self.changelog)
         landed = self._version_after_commit(spark)
         with self._lock:
             self._pending.append((audit, datetime.now(), landed))

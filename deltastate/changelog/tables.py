@@ -1,9 +1,12 @@
 """Creating a store's Delta tables and appending to them exactly once.
 
-`append_once` carries Delta's idempotent-write options (txnAppId = the writer's lineage, txnVersion
-= its batch or version): an append repeated after a crash is skipped by Delta itself. Cleanup's
-tombstones and a migration's seed append so; a running store's batches follow the rule in
-changelog/batch_commit.py (only a run's first batch can be a replay).
+`append_once` is Delta's idempotent write (txnAppId = the writer's lineage, txnVersion = its batch
+or version): an append repeated after a crash finds its version in the table's log and is skipped.
+It commits through io.deltastate.BatchAppend, which reads the version from the snapshot's checksum
+file, where Delta's writer option rebuilds the table's state (a Spark job, about a second) on every
+append. Cleanup's tombstones, a migration's seed and the intake's audit copies append so; a running
+store's batches follow the rule in changelog/batch_commit.py (only a run's first batch can be a
+replay).
 """
 
 from __future__ import annotations
@@ -62,14 +65,28 @@ def ensure_tables(spark: SparkSession, settings: Settings, store: StoreDefinitio
     _add_missing(spark, intake, {**_missing_checkpoint_interval(properties), **missing_log_properties(properties)})
 
 
-def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False) -> None:
-    """Appends df unless Delta already holds (app_id, batch_id). merge_schema: df may bring columns
-    a table created by an earlier deltastate lacks (Delta adds them; older rows read null)."""
-    writer = (df.write.format("delta").mode("append")
-              .option("txnAppId", app_id).option("txnVersion", batch_id))
-    if merge_schema:
-        writer = writer.option("mergeSchema", "true")
-    writer.save(path)
+def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, merge_schema: bool = False,
+                metadata: str | None = None, max_records_per_file: int = 0) -> bool:
+    """Appends df, with metadata as the commit's userMetadata, unless the table holds (app_id,
+    batch_id) already; returns whether it appended. A concurrent append of the same app id fails
+    with Delta's ConcurrentTransactionException, as the writer option's does. merge_schema: df may
+    bring columns a table created by an earlier deltastate lacks (Delta's writer adds them; older
+    rows read null). max_records_per_file: 0 for no limit."""
+    jvm = df.sparkSession._jvm
+    txn = jvm.io.deltastate.BatchAppend.begin(df.sparkSession._jsparkSession, path)
+    if jvm.io.deltastate.BatchAppend.txnVersion(txn, app_id) >= batch_id:
+        return False
+    if not jvm.io.deltastate.BatchAppend.fitsTable(txn, df._jdf):
+        # Delta's own writer merges the new columns (merge_schema) or names the mismatch.
+        writer = df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        if metadata is not None:
+            writer = writer.option("userMetadata", metadata)
+        writer.save(path)
+        return True
+    jvm.io.deltastate.BatchAppend.write(txn, df._jdf, max_records_per_file).commit(metadata, app_id, batch_id)
+    return True
 
 
 def sql_string_literal(text: str) -> str:

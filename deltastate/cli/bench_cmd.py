@@ -59,9 +59,13 @@ def ingest(events: int, players: int | None, seed: int, max_offsets_per_trigger:
 @click.option("--warmup-events", default=0, show_default=True, type=click.IntRange(min=0),
               help="Each side first reads an untimed backlog of this many events in the measured run's process: "
                    "both rates at the JIT's steady state.")
+@click.option("--against-floor", is_flag=True,
+              help="Spark's own floor (a count per Kafka key, writing nothing) reads the same backlog last, "
+                   "in its own process: both rates against it.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 @reported
-def peers(store: str, events: int, keys: int | None, seed: int, warmup_events: int, as_json: bool) -> None:
+def peers(store: str, events: int, keys: int | None, seed: int, warmup_events: int, against_floor: bool,
+          as_json: bool) -> None:
     """A store in Kafka Streams 4.1.1 and in `deltastate run --once` on one backlog: both rates,
     both wall clocks from process start, and the ratios."""
 
@@ -71,7 +75,7 @@ def peers(store: str, events: int, keys: int | None, seed: int, warmup_events: i
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    _emit(run_peers_bench(settings, events, keys, seed, store, warmup_events), as_json)
+    _emit(run_peers_bench(settings, events, keys, seed, store, warmup_events, against_floor), as_json)
 
 
 @bench.command("restore")

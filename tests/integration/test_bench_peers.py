@@ -37,14 +37,20 @@ def reference_counts(settings, store: str, events: int, keys: int) -> tuple[int,
     return valid, valid - late, late
 
 
-@pytest.mark.parametrize("warmup_events", [0, 1_500])
-def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings, warmup_events):
+@pytest.mark.parametrize(("warmup_events", "against_floor"), [(0, False), (1_500, True)])
+def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings, warmup_events, against_floor):
     """With warm-up events, each side first reads a separate backlog in the same process: the
-    measured figures are still the measured backlog's alone."""
+    measured figures are still the measured backlog's alone. Spark's floor reads the same backlog."""
     store = "player_stats"
     settings = make_settings()
     events, keys = SIZES[store]
-    figures = run_peers_bench(settings, events, keys, SEED, store, warmup_events)
+    figures = run_peers_bench(settings, events, keys, SEED, store, warmup_events, against_floor)
+    if against_floor:
+        assert figures.floor is not None and figures.floor.records == events
+        assert 0 < figures.floor.processing_seconds <= figures.floor.wall_seconds
+        assert f"{figures.deltastate.rate / figures.floor.rate:.2f}x" in "\n".join(figures.lines())
+    else:
+        assert figures.floor is None and "spark floor" not in "\n".join(figures.lines())
 
     valid, applied, late = reference_counts(settings, store, events, keys)
     assert figures.kafka_streams.records == figures.deltastate.records == events

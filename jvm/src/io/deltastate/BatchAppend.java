@@ -14,6 +14,9 @@ import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.FileAction;
 import org.apache.spark.sql.delta.actions.SetTransaction;
+import org.apache.spark.sql.delta.VersionChecksum;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
 import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -25,10 +28,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * times) would have to compute them in a job of their own first. Here the files are written by one
  * transaction's writeFiles, the caller reads what it observed during that job, and the same
  * transaction commits the files with the metadata: one Spark job and one commit. An optional
- * txnAppId/txnVersion makes the commit idempotent like the writer's options do; only asking for it
- * rebuilds the table's state, so a caller asks only when the batch may be a replay.
+ * txnAppId/txnVersion makes the commit idempotent like the writer's options do. Asking for an app
+ * id's txn version reads it from the snapshot's checksum file when that lists the table's
+ * transactions (Delta writes them there), where Delta's own lookup rebuilds the table's state.
  */
 public final class BatchAppend {
+    /** Delta's table property after which an app id's txn entry may expire. */
+    private static final String TXN_RETENTION = "delta.setTransactionRetentionDuration";
+
     private final OptimisticTransaction txn;
     private final scala.collection.immutable.Seq<FileAction> files;
 
@@ -42,9 +49,39 @@ public final class BatchAppend {
         return DeltaLog.forTable(spark, path).startTransaction();
     }
 
-    /** The transaction's txn version for appId (-1 when none): rebuilds the table's state. */
+    /**
+     * The transaction's txn version for appId (-1 when none), registered as read like Delta's
+     * txnVersion: a concurrent commit of the same appId then fails this transaction's commit. The
+     * version comes from the snapshot's checksum when it lists the transactions and the table lets
+     * no txn entry expire (expiry is applied only by the state's lookup); else from Delta's lookup,
+     * which rebuilds the table's state.
+     */
     public static long txnVersion(OptimisticTransaction txn, String appId) {
-        return txn.txnVersion(appId);
+        Option<VersionChecksum> checksum = txn.snapshot().checksumOpt();
+        boolean expires = txn.metadata().configuration().contains(TXN_RETENTION);
+        if (expires || checksum.isEmpty() || checksum.get().setTransactions().isEmpty()) {
+            return txn.txnVersion(appId);
+        }
+        txn.readTxn().$plus$eq(appId);
+        long version = -1L;
+        for (SetTransaction t : CollectionConverters.asJava(checksum.get().setTransactions().get())) {
+            if (t.appId().equals(appId)) {
+                version = Math.max(version, t.version());
+            }
+        }
+        return version;
+    }
+
+    /** Whether every column of rows is a column of the transaction's table, of the same type. */
+    public static boolean fitsTable(OptimisticTransaction txn, Dataset<Row> rows) {
+        StructType table = txn.metadata().schema();
+        for (StructField field : rows.schema().fields()) {
+            Option<Object> index = table.getFieldIndex(field.name());
+            if (index.isEmpty() || !table.fields()[(Integer) index.get()].dataType().equals(field.dataType())) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Writes the rows as the transaction's files (one Spark job), at most maxRecordsPerFile a file. */
