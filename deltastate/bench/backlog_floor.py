@@ -35,6 +35,9 @@ def count_per_key(settings: Settings, topic: str) -> int:
 
 
 def run_backlog_floor(settings: Settings, topic: str, warm_up_topic: str | None = None) -> dict:
+    from deltastate.infra.spark import get_spark
+
+    get_spark(settings)  # the session's start is not the query's: `deltastate run` times from its query too
     if warm_up_topic:
         count_per_key(settings, warm_up_topic)
     started = time.monotonic()

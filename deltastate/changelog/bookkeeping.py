@@ -57,24 +57,38 @@ def bookkeeping_by_name(*, op: Column | str, value_version: Column | int, source
             for name, spark_type in BOOKKEEPING_COLUMNS for value in (given[name],)}
 
 
-# A batch's own bookkeeping values, as two literal columns its rows carry into the select that
+# A batch's own bookkeeping values, as columns its rows carry into the select that
 # batch_bookkeeping's columns are part of (Spark folds them into that projection).
-BATCH_LITERAL, SEGMENT_LITERAL = "_batch_id", "_segment"
+BATCH_LITERAL, SEGMENT_LITERAL, WRITE_TIME_LITERAL = "_batch_id", "_segment", "_write_time_us"
+# The SQL function io.deltastate.BatchValue registers: a long literal read by reference.
+BATCH_VALUE_FUNCTION = "deltastate_batch_value"
 
 
 def batch_bookkeeping(*, epoch: int, **given: Column | int | str | None) -> list[Column]:
-    """bookkeeping_columns for every batch of a run, built once: the batch id and segment are read
-    from the columns with_batch_literals adds, so a prebuilt select (engine/common/steps.py) serves
-    every batch. Each column built again is several py4j calls per batch."""
+    """bookkeeping_columns for every batch of a run, built once: the batch id, segment and write
+    time are read from the columns with_batch_literals adds, so a prebuilt select
+    (engine/common/steps.py) serves every batch. Each column built again is several py4j calls per
+    batch."""
     from pyspark.sql import functions as F
 
     return bookkeeping_columns(epoch=epoch, batch_id=F.col(BATCH_LITERAL), segment=F.col(SEGMENT_LITERAL),
-                               **given)
+                               write_time=F.timestamp_micros(F.col(WRITE_TIME_LITERAL)), **given)
 
 
 def with_batch_literals(rows: DataFrame, epoch: int, batch_id: int) -> DataFrame:
-    """rows with the batch's own values that batch_bookkeeping's columns read."""
+    """rows with the batch's own values that batch_bookkeeping's columns read: its id, segment and
+    write time (now). Each is a BatchValue (jvm/src), not a literal: a literal is written into the
+    generated code, which would then be new code, compiled again and run interpreted, every batch."""
+    import time
+
     from pyspark.sql import functions as F
 
-    return (rows.withColumn(BATCH_LITERAL, F.lit(batch_id))
-            .withColumn(SEGMENT_LITERAL, F.lit(segment_of(epoch, batch_id))))
+    spark = rows.sparkSession
+    spark._jvm.io.deltastate.Udafs.registerBatchValue(spark._jsparkSession, BATCH_VALUE_FUNCTION)
+
+    def value(v: int) -> Column:
+        return F.call_function(BATCH_VALUE_FUNCTION, F.lit(v).cast("bigint"))
+
+    return (rows.withColumn(BATCH_LITERAL, value(batch_id))
+            .withColumn(SEGMENT_LITERAL, value(segment_of(epoch, batch_id)))
+            .withColumn(WRITE_TIME_LITERAL, value(time.time_ns() // 1000)))

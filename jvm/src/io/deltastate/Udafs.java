@@ -37,6 +37,17 @@ public final class Udafs {
                 }, "java_udf");
     }
 
+    /** Registers BatchValue: name(long literal) is that value, read by the generated code by reference. */
+    public static void registerBatchValue(SparkSession spark, String name) {
+        ((org.apache.spark.sql.classic.SparkSession) spark).sessionState().functionRegistry()
+                .createOrReplaceTempFunction(name, args -> {
+                    if (args.size() != 1) {
+                        throw new IllegalArgumentException(name + " takes one argument, a long literal");
+                    }
+                    return BatchValue.of(args.head());
+                }, "java_udf");
+    }
+
     /** Registers StreamTime; non-deterministic, so the optimizer neither reorders nor repeats it. */
     public static void registerStreamTime(SparkSession spark, String name) {
         UserDefinedFunction udf = functions.udf(new StreamTime(), DataTypes.LongType).asNondeterministic();
