@@ -16,10 +16,9 @@ audit. While a run goes on, its own thread copies every `DELTASTATE_AUDIT_FLUSH_
 appends: the run holds the store's writer lock, so no other copy races it, and the marker says where
 the next copy resumes. A plain append reads nothing of the table (the idempotent one reads the txn
 versions from the snapshot's checksum, or rebuilds the table's state without one), but it does not
-move the lineage's txn version,
-which the run-start readers use (the ledger, the replay check, the checkpoint check); so every flush
-first brings the txn versions up to the newest marker's batches, with an empty idempotent append
-when they lag. Readers that only follow the history (store pages, metrics, retention) see it up to
+move the lineage's txn version, which the run-start readers use (the ledger, the replay check, the
+checkpoint check); so every flush first brings the txn versions up to the newest marker's batches,
+with an empty idempotent append when they lag. Readers that only follow the history (store pages, metrics, retention) see it up to
 one copy interval late, which moves nothing they answer past what the changelog holds: a later
 stream time only ever retains less.
 

@@ -45,8 +45,8 @@ class BatchCommitter:
     Spark replays a micro-batch only in a new run, as the run's first batch; so only the first batch
     asks the log whether it already landed, through its idempotent commit (txnAppId/txnVersion:
     changelog/tables.py append_once). Every later batch of the run is a plain append: the same
-    commit without that check. A batch's dead letters, appended
-    before its commit, follow the same rule: the first batch looks for its rows, later ones append. The run's own thread copies the
+    commit without that check. A batch's dead letters, appended before its commit, follow the same
+    rule: the first batch looks for its rows, later ones append. The run's own thread copies the
     audits committed so far to the intake table every `DELTASTATE_AUDIT_FLUSH_SECONDS`, beside the
     stream rather than inside a batch, and an idle store's too, as plain appends (the module
     docstring says why that is safe); each copy records the changelog version it covers, where the
