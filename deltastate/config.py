@@ -4,6 +4,8 @@ DELTASTATE_HOME   where local state lives (broker data, jars, Delta tables, chec
                   default ./.deltastate. Any Hadoop-compatible URI works for DELTASTATE_STORAGE.
 KAFKA_BOOTSTRAP   bootstrap servers; default: the local broker started by `deltastate infra up`.
 SPARK_MASTER      Spark master URL; default local[*].
+DELTASTATE_SHUFFLE_PARTITIONS  Spark's shuffle partitions, the state shards of a store started with
+                  them; default: the cores a local master runs tasks on, 4 for a cluster's.
 DELTASTATE_METRICS_PORT  port a continuous run serves /metrics on; 0 (default): a free port, printed.
 DELTASTATE_PUSHGATEWAY   host:port (or URL) of a Prometheus Pushgateway short-lived jobs push to.
 """
@@ -11,6 +13,7 @@ DELTASTATE_PUSHGATEWAY   host:port (or URL) of a Prometheus Pushgateway short-li
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,15 +80,16 @@ def load_settings(env: dict[str, str] | None = None) -> Settings:
     home = Path(env.get("DELTASTATE_HOME", ".deltastate")).expanduser().resolve()
     broker_port = int(env.get("DELTASTATE_BROKER_PORT", LOCAL_BROKER_PORT))
     controller_port = int(env.get("DELTASTATE_CONTROLLER_PORT", LOCAL_CONTROLLER_PORT))
+    spark_master = env.get("SPARK_MASTER", "local[*]")
     return Settings(
         home=home,
         kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", f"127.0.0.1:{broker_port}"),
-        spark_master=env.get("SPARK_MASTER", "local[*]"),
+        spark_master=spark_master,
         storage_root=env.get("DELTASTATE_STORAGE", str(home / "data")),
         schemas_dir=Path(env.get("DELTASTATE_SCHEMAS", PROJECT_ROOT / "schemas")),
         broker_port=broker_port,
         controller_port=controller_port,
-        shuffle_partitions=int(env.get("DELTASTATE_SHUFFLE_PARTITIONS", "4")),
+        shuffle_partitions=_partitions(env.get("DELTASTATE_SHUFFLE_PARTITIONS", ""), spark_master),
         snapshot_keep=int(env.get("DELTASTATE_SNAPSHOT_KEEP", "3")),
         max_value_bytes=int(env.get("DELTASTATE_MAX_VALUE_BYTES", "65536")),
         metrics_port=_port(env.get("DELTASTATE_METRICS_PORT", "0")),
@@ -105,6 +109,36 @@ def _seconds(name: str, text: str) -> float:
     if not value >= 0:
         raise ConfigError(f"{name} must be a number of seconds >= 0, not {text!r}")
     return value
+
+
+def local_cores(spark_master: str) -> int | None:
+    """The task slots of a local master (local, local[N], local[*], local[N,F]); None for a cluster's."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", spark_master.strip())
+    if match is None:
+        return None
+    slots = match.group(1)
+    if slots is None:
+        return 1
+    if slots == "*":
+        return os.cpu_count() or 1
+    return max(int(slots), 1)
+
+
+def _partitions(text: str, spark_master: str) -> int:
+    """DELTASTATE_SHUFFLE_PARTITIONS, a positive number; unset, one per task slot of a local master,
+    so a batch's stateful stage runs in one wave of tasks (each task loads and commits its state
+    shard and writes its own changelog file, whatever few records it has); 4 for a cluster's."""
+    from deltastate.errors import ConfigError
+
+    if not text.strip():
+        return local_cores(spark_master) or 4
+    try:
+        partitions = int(text)
+    except ValueError:
+        partitions = 0
+    if partitions < 1:
+        raise ConfigError(f"DELTASTATE_SHUFFLE_PARTITIONS must be a whole number >= 1, not {text!r}")
+    return partitions
 
 
 def _port(text: str) -> int:

@@ -1,0 +1,82 @@
+package io.deltastate;
+
+import java.io.File;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.attribute.PosixFilePermission;
+import java.util.EnumSet;
+import java.util.Set;
+
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.LocalFileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.apache.hadoop.fs.permission.FsPermission;
+
+/**
+ * Hadoop's local file system (checksummed, as fs.file.impl's default is) over {@link Raw}, which sets
+ * permissions and reads link status with Java's own file calls.
+ *
+ * Without Hadoop's native library, which no Maven artifact carries, the stock local file system runs
+ * a shell command for both: `chmod` whenever a file is created with a permission (every Parquet
+ * file, every Delta commit, every streaming checkpoint file) and `readlink` on every FileContext
+ * rename (the same commits and checkpoint files, and each state store's changelog file). A micro-batch
+ * of a window store forked about fifteen processes out of a JVM of a few GiB, 3-4 ms each, some of
+ * them on its tasks' threads. Installed as fs.file.impl and, for FileContext,
+ * fs.AbstractFileSystem.file.impl ({@link JavaLocalFs}).
+ */
+public class JavaLocalFileSystem extends LocalFileSystem {
+    public JavaLocalFileSystem() {
+        super(new Raw());
+    }
+
+    /** RawLocalFileSystem with permissions and link status through java.nio. */
+    public static class Raw extends RawLocalFileSystem {
+        private static final PosixFilePermission[] BITS = {  // from the mode's high bit to its low one
+            PosixFilePermission.OWNER_READ, PosixFilePermission.OWNER_WRITE, PosixFilePermission.OWNER_EXECUTE,
+            PosixFilePermission.GROUP_READ, PosixFilePermission.GROUP_WRITE, PosixFilePermission.GROUP_EXECUTE,
+            PosixFilePermission.OTHERS_READ, PosixFilePermission.OTHERS_WRITE, PosixFilePermission.OTHERS_EXECUTE};
+
+        static Set<PosixFilePermission> posix(short mode) {
+            Set<PosixFilePermission> out = EnumSet.noneOf(PosixFilePermission.class);
+            for (int i = 0; i < BITS.length; i++) {
+                if ((mode & (0400 >> i)) != 0) {
+                    out.add(BITS[i]);
+                }
+            }
+            return out;
+        }
+
+        /** The mode as chmod would set it (links followed); a sticky bit, which java.nio cannot set, goes to chmod. */
+        @Override
+        public void setPermission(Path p, FsPermission permission) throws IOException {
+            short mode = permission.toShort();
+            if ((mode & ~0777) != 0) {
+                super.setPermission(p, permission);
+                return;
+            }
+            File file = pathToFile(p);
+            try {
+                Files.setPosixFilePermissions(file.toPath(), posix(mode));
+            } catch (NoSuchFileException e) {
+                throw new FileNotFoundException("File " + p + " does not exist");
+            } catch (UnsupportedOperationException e) {  // a file store without POSIX permissions
+                super.setPermission(p, permission);
+            }
+        }
+
+        /**
+         * A link's status is Hadoop's own; anything else's is its file status, which is what Hadoop's
+         * answers after its `readlink` finds no link.
+         */
+        @Override
+        public FileStatus getFileLinkStatus(Path f) throws IOException {
+            if (Files.isSymbolicLink(pathToFile(f).toPath())) {
+                return super.getFileLinkStatus(f);
+            }
+            return getFileStatus(f);
+        }
+    }
+}
