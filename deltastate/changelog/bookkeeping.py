@@ -89,6 +89,7 @@ def with_batch_literals(rows: DataFrame, epoch: int, batch_id: int) -> DataFrame
     def value(v: int) -> Column:
         return F.call_function(BATCH_VALUE_FUNCTION, F.lit(v).cast("bigint"))
 
-    return (rows.withColumn(BATCH_LITERAL, value(batch_id))
-            .withColumn(SEGMENT_LITERAL, value(segment_of(epoch, batch_id)))
-            .withColumn(WRITE_TIME_LITERAL, value(time.time_ns() // 1000)))
+    # One projection: each withColumn would be a new plan that Spark analyzes whole, and a window
+    # batch's plan is large.
+    return rows.withColumns({BATCH_LITERAL: value(batch_id), SEGMENT_LITERAL: value(segment_of(epoch, batch_id)),
+                             WRITE_TIME_LITERAL: value(time.time_ns() // 1000)})

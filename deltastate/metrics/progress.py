@@ -8,6 +8,8 @@ StreamingQueryListener a Spark session gets, routing each event by query name to
 
 from __future__ import annotations
 
+import atexit
+
 import json
 import logging
 import math
@@ -159,5 +161,17 @@ def listen(spark) -> None:
         def onQueryTerminated(self, event) -> None:  # noqa: N802
             ROUTER.terminated(str(event.id))
 
-    spark.streams.addListener(_Listener())
+    listener = _Listener()
+    spark.streams.addListener(listener)
     _registered.add(id(spark))
+    # Spark calls the listener back through the Python gateway, from its own thread: an event
+    # posted while this process exits (a query's end, just after it stopped) would meet a closed
+    # gateway and print Spark's trace of the failed call. Removed at exit, the listener gets none.
+    atexit.register(_forget, spark, listener)
+
+
+def _forget(spark, listener) -> None:
+    try:
+        spark.streams.removeListener(listener)
+    except Exception:  # noqa: BLE001 (a session already stopped has no listeners left to remove)
+        pass
