@@ -9,7 +9,6 @@ StreamingQueryListener a Spark session gets, routing each event by query name to
 from __future__ import annotations
 
 import atexit
-
 import json
 import logging
 import math
