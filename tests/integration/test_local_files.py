@@ -1,8 +1,9 @@
 """The local file system deltastate's sessions use (io.deltastate.JavaLocalFileSystem, and JavaLocalFs
-for FileContext) sets the modes and reports the statuses Hadoop's own does, and a micro-batch's file
-work (Parquet files, Delta commits, streaming checkpoints, RocksDB changelog files) starts no shell
-command, counted with JFR's process-start events in the session's JVM; Hadoop's own file systems,
-from the same JVM, start them."""
+for FileContext) sets the modes, reports the statuses and renames as the one Spark ships for file:
+does (Hive's ProxyLocalFileSystem, found by Hadoop's service loader), and a micro-batch's file work
+(Parquet files, Delta commits, streaming checkpoints, RocksDB changelog files) starts no shell
+command, counted with JFR's process-start events in the session's JVM; the stock file systems, from
+the same JVM, start them."""
 
 import os
 import uuid
@@ -17,8 +18,9 @@ SHELL_COMMANDS = ("chmod", "readlink")
 
 
 def _stock_conf(spark):
+    """The session's Hadoop configuration with the file systems a session gets without deltastate's."""
     conf = spark._jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-    conf.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
+    conf.unset("fs.file.impl")
     conf.set("fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.LocalFs")
     conf.setBoolean("fs.file.impl.disable.cache", True)
     return conf
@@ -77,6 +79,31 @@ def test_a_mode_is_set_as_hadoop_sets_it(spark, tmp_path: Path, mode: int) -> No
         os.chmod(tmp_path / name, 0o123)
         fs.setPermission(jvm.org.apache.hadoop.fs.Path(f"file:{tmp_path / name}"), permission)
     assert (tmp_path / "ours").stat().st_mode & 0o7777 == (tmp_path / "stock").stat().st_mode & 0o7777 == mode
+
+
+def test_the_stock_file_system_is_the_one_spark_ships(spark) -> None:
+    _, stock = _file_systems(spark)
+    assert stock.getClass().getName() == "org.apache.hadoop.hive.ql.io.ProxyLocalFileSystem"
+
+
+def test_a_rename_onto_a_file_is_refused_as_the_stock_one_refuses_it(spark, tmp_path: Path) -> None:
+    """Delta Kernel's put-if-absent writes (a temporary file renamed) rely on the refusal."""
+    jvm = spark._jvm
+
+    def renames(fs, folder: Path) -> list:
+        folder.mkdir()
+        for name in ("a", "b", "c"):
+            (folder / name).write_text(name)
+        (folder / "into").mkdir()
+        path = lambda name: jvm.org.apache.hadoop.fs.Path(f"file:{folder / name}")  # noqa: E731
+        done = [fs.rename(path("a"), path("b")), fs.rename(path("a"), path("new")), fs.rename(path("c"), path("into"))]
+        files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".crc"))
+        return [done, files, [(folder / f).read_text() for f in files]]
+
+    ours, stock = _file_systems(spark)
+    expected = renames(stock, tmp_path / "stock")
+    assert renames(ours, tmp_path / "ours") == expected
+    assert expected[0] == [False, True, True] and expected[1] == ["b", "into/c", "new"]
 
 
 def test_a_missing_file_is_not_found(spark, tmp_path: Path) -> None:

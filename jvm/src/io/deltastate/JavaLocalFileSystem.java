@@ -16,8 +16,8 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.apache.hadoop.fs.permission.FsPermission;
 
 /**
- * Hadoop's local file system (checksummed, as fs.file.impl's default is) over {@link Raw}, which sets
- * permissions and reads link status with Java's own file calls.
+ * The local file system of Spark's sessions (checksummed, refusing to rename onto a file) over
+ * {@link Raw}, which sets permissions and reads link status with Java's own file calls.
  *
  * Without Hadoop's native library, which no Maven artifact carries, the stock local file system runs
  * a shell command for both: `chmod` whenever a file is created with a permission (every Parquet
@@ -30,6 +30,24 @@ import org.apache.hadoop.fs.permission.FsPermission;
 public class JavaLocalFileSystem extends LocalFileSystem {
     public JavaLocalFileSystem() {
         super(new Raw());
+    }
+
+    /**
+     * false, and nothing moved, when dst is a file, as HDFS answers and as the file: system Spark
+     * ships does (Hive's ProxyLocalFileSystem, registered for the scheme by hive-exec): put-if-absent
+     * writers rely on it, such as Delta Kernel's checkpoint, which writes a temporary file and renames
+     * it. Hadoop's LocalFileSystem would replace the file.
+     */
+    @Override
+    public boolean rename(Path src, Path dst) throws IOException {
+        try {
+            if (getFileStatus(dst).isFile()) {
+                return false;
+            }
+        } catch (FileNotFoundException absent) {
+            // the usual case: nothing there yet
+        }
+        return super.rename(src, dst);
     }
 
     /** RawLocalFileSystem with permissions and link status through java.nio. */
