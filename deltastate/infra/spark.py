@@ -55,7 +55,7 @@ def spark_conf(settings: Settings, app_name: str) -> dict[str, str]:
         # The same listing for Delta Kernel, which writes the checkpoints (changelog/checkpoints.py).
         "spark.hadoop.io.delta.kernel.logStore.file.impl": "io.deltastate.LocalLogStore",
         # Hadoop's local file system runs `chmod` and `readlink` as processes without its native
-        # library: about fifteen forks of this JVM per window batch (jvm/src, JavaLocalFileSystem).
+        # library: several forks of this JVM per micro-batch (jvm/src, JavaLocalFileSystem).
         "spark.hadoop.fs.file.impl": "io.deltastate.JavaLocalFileSystem",
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "io.deltastate.JavaLocalFs",
         "spark.sql.adaptive.enabled": "false",

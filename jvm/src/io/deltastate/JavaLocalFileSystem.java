@@ -22,9 +22,9 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * Without Hadoop's native library, which no Maven artifact carries, the stock local file system runs
  * a shell command for both: `chmod` whenever a file is created with a permission (every Parquet
  * file, every Delta commit, every streaming checkpoint file) and `readlink` on every FileContext
- * rename (the same commits and checkpoint files, and each state store's changelog file). A micro-batch
- * of a window store forked about fifteen processes out of a JVM of a few GiB, 3-4 ms each, some of
- * them on its tasks' threads. Installed as fs.file.impl and, for FileContext,
+ * rename (the same commits and checkpoint files, and each state store's changelog file): several
+ * forks of a JVM of a few GiB per micro-batch, some on its tasks' threads (bench/results.md counts
+ * them). Installed as fs.file.impl and, for FileContext,
  * fs.AbstractFileSystem.file.impl ({@link JavaLocalFs}).
  */
 public class JavaLocalFileSystem extends LocalFileSystem {
