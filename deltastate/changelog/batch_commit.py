@@ -112,6 +112,11 @@ class BatchCommitter:
             self._pending.append((audit, datetime.now(), landed))
         return landed
 
+    @staticmethod
+    def abandon(staged: StagedAppend) -> None:
+        """Deletes a staged batch's files uncommitted, for a batch that stages its records again."""
+        staged.append.abandon()
+
     def append_dead_letters(self, rows: DataFrame, path: str, lineage_id: str, batch_id: int) -> None:
         """The batch's dead letters, before its commit. A replayed batch whose dead letters landed
         before a crash took its commit finds them (by lineage and batch: the dead-letter table's txn

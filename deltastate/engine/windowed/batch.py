@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from deltastate.changelog import layout
 from deltastate.changelog.audit_log import BatchAudit, audit_record
-from deltastate.changelog.batch_commit import BatchCommitter
+from deltastate.changelog.batch_commit import BatchCommitter, StagedAppend
 from deltastate.changelog.bookkeeping import batch_bookkeeping, with_batch_literals
 from deltastate.changelog.intake import carried_stream_times_json
 from deltastate.changelog.layout import (
@@ -45,11 +45,11 @@ from deltastate.engine.windowed.records import (
 )
 from deltastate.engine.windowed.state import live_entries
 from deltastate.engine.windowed.stream_time import (
-    READ_TASK,
     advance,
     load_stream_times,
     split_partitions,
 )
+from deltastate.engine.windowed.summary import PartitionSummary
 from deltastate.errors import StreamTimeError
 from deltastate.stores.definition import StoreDefinition
 from deltastate.stores.expression import value_column
@@ -142,13 +142,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
     with_flags = Select(spark, ["*", *flag_columns(store)])
     changelog_rows = changelog_select(spark, store, lineage)
     step = step_for(spark, store)
-    summarize = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias(layout.RECORDS_IN),
-               F.count_if(F.col("reason").isNotNull()).alias("failed"),
-               F.count_if(IS_DELETE).alias(layout.TOMBSTONES),
-               F.count_if(IS_LATE).alias(layout.LATE),
-               F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-               F.max(store.event_time_field).alias("batch_max"),  # null unless an applied event
-               F.min(READ_TASK).alias("task_lo"), F.max(READ_TASK).alias("task_hi")])
+    summary = PartitionSummary(spark, store)
     count_late = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias("count")])
     op_counts = {op: F.count_if(F.col(layout.OP) == F.lit(op)) for op in (layout.OP_PUT, layout.OP_DELETE)}
     observed_ops = [c.alias(op) for op, c in op_counts.items()]
@@ -159,26 +153,28 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
         started = time.perf_counter()
         if clock.next_batch != batch_id:
             clock.times = load_stream_times(spark, settings, store, lineage, batch_id)
-        stored = records_plan(batch, clock.times).persist()
+        if not live:
+            live.append(LiveStore(spark, store, lineage, spark.read.format("delta").load(
+                paths[layout.CHANGELOG]).schema, settings.shuffle_partitions))
+        entries_here = live[0].ready(batch_id)
+        # A batch that writes its state through (every seeded batch but a run's first one that may
+        # have committed already) runs one job: its summary is observed while the write fills the
+        # cache. The others summarise first, in a job of their own, which also fills the cache.
+        staging = entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE))
+        records, observed = records_plan(batch, clock.times), None
+        if staging:
+            records, observed = summary.observed(records, clock.times, f"summary_{uuid.uuid4().hex}")
+        stored = records.persist()
         cached = [stored]
         b = with_flags(stored)
         try:
-            # The first action reads, classifies and times the batch into the cache, and tells
-            # whether it deletes anything before the windows are planned.
-            per_partition = summarize(b).collect()
-            if not live:
-                live.append(LiveStore(spark, store, lineage, spark.read.format("delta").load(
-                    paths[layout.CHANGELOG]).schema, settings.shuffle_partitions))
-            if not per_partition:  # no records (offsets over transaction markers): the state's version moves on
+            per_partition = None if staging else summary.aggregated(b)
+            if per_partition == []:  # no records (offsets over transaction markers): the state's version moves on
                 live[0].advance(batch_id)
                 return
             read = time.perf_counter()
-            split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
-            if split:
-                raise StreamTimeError(store.name, batch_id, split)
             # Entries no partition retains any longer cannot change: the state read skips them.
             horizon = min(retention_horizon(spec, t) for t in clock.times.values()) if clock.times else None
-            entries_here = live[0].ready(batch_id)
 
             def entries(wanted: DataFrame) -> DataFrame:
                 if entries_here:
@@ -186,24 +182,44 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 # Seeding from the changelog: every entry of the keys asked (the join keeps the windows).
                 return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
-            has_deletes = any(int(r[layout.TOMBSTONES]) for r in per_partition)
-            # A batch that writes its state through (every seeded batch but a run's first one that may
-            # have committed already) looks its entries up where they lie; the others read them.
-            staging = entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE))
             join = (StateJoin(live[0].by_key, lambda rows, prefix: live[0].joined(rows, batch_id, horizon, prefix),
                               lambda rows, kind, state: live[0].with_entries(rows, batch_id, horizon, kind, state),
                               live[0].keyed)
                     if staging else None)
-            changes = step(entries, join, b.where(events), b.where(deletes), has_deletes)
-            cached += changes.cached
-            rows = changelog_rows(changes, batch_id)
-            staged, observed = None, Observation(f"ops_{uuid.uuid4().hex}")
-            if staging:
-                # One job writes the records as the changelog's files and into the state store; they
-                # commit with the audit below. A failure between the two replays the batch, which
-                # reads the state's version before it and writes the next one again.
-                through = live[0].write_through(rows, batch_id, horizon).observe(observed, *observed_ops)
-                staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
+
+            def planned(has_deletes: bool) -> tuple[WindowedChanges, DataFrame, StagedAppend | None, Observation]:
+                changes = step(entries, join, b.where(events), b.where(deletes), has_deletes)
+                cached.extend(changes.cached)
+                rows = changelog_rows(changes, batch_id)
+                ops, staged = Observation(f"ops_{uuid.uuid4().hex}"), None
+                if staging:
+                    # One job writes the records as the changelog's files and into the state store;
+                    # they commit with the audit below. A failure between the two replays the batch,
+                    # which reads the state's version before it and writes the next one again.
+                    through = live[0].write_through(rows, batch_id, horizon).observe(ops, *observed_ops)
+                    staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
+                return changes, rows, staged, ops
+
+            # A window store's batch plans for deletes when it has any. One staged before its summary
+            # is known plans without, and plans and writes again when it had some (its first files
+            # deleted, the state's next version written again from the same version before it).
+            changes, rows, staged, observed_op = planned(
+                per_partition is not None and any(int(r[layout.TOMBSTONES]) for r in per_partition))
+            if observed is not None:
+                per_partition = summary.from_observed(stored, observed)
+                if per_partition is None:  # a partition the observation had no columns for: from the cache
+                    per_partition = summary.aggregated(b)
+                if store.window and any(int(r[layout.TOMBSTONES]) for r in per_partition):
+                    assert staged is not None
+                    committer.abandon(staged)
+                    changes, rows, staged, observed_op = planned(True)
+                if not per_partition:  # no records: the write moved the state's version on, unchanged
+                    assert staged is not None
+                    committer.abandon(staged)
+                    return
+            split = split_partitions({int(r["partition"]): (r["task_lo"], r["task_hi"]) for r in per_partition})
+            if split:
+                raise StreamTimeError(store.name, batch_id, split)
             # Late events: window stores know theirs from the pass, session stores from the merge.
             late_by_partition = {int(r["partition"]): int(r[layout.LATE]) for r in per_partition}
             session_late = None  # (partition, offset) of the merge's late records, when it found any
@@ -233,7 +249,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
             # One commit: the batch's changelog records (none for a batch of dead letters alone) and its audit.
             if staged is not None:
                 committer.commit_staged(staged, audit)
-                by_op = {op: int(n) for op, n in observed.get.items()}
+                by_op = {op: int(n) for op, n in observed_op.get.items()}
                 logged = time.perf_counter()
             else:  # seeding the state, or a run's first batch that may be a replay of a committed one
                 rows = rows.persist()

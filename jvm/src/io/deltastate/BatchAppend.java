@@ -92,6 +92,24 @@ public final class BatchAppend {
         return new BatchAppend(txn, txn.writeFiles(rows, Option.apply(deltaOptions)));
     }
 
+    /**
+     * Deletes the written files without committing them: a batch that writes its records again, from
+     * another plan, leaves no files behind that no commit names. Returns how many it deleted.
+     */
+    public int abandon() throws java.io.IOException {
+        DeltaLog log = txn.deltaLog();
+        org.apache.hadoop.fs.FileSystem fs = log.dataPath().getFileSystem(log.newDeltaHadoopConf());
+        int deleted = 0;
+        for (FileAction file : CollectionConverters.asJava(files)) {
+            org.apache.hadoop.fs.Path path = org.apache.spark.sql.delta.util.DeltaFileOperations$.MODULE$
+                    .absolutePath(log.dataPath().toString(), file.path());
+            if (fs.delete(path, false)) {
+                deleted++;
+            }
+        }
+        return deleted;
+    }
+
     /** How many data files the write produced. */
     public int files() {
         return files.size();
