@@ -63,6 +63,7 @@ class _Clock:
 
     next_batch: int | None = None
     times: dict[int, int] = field(default_factory=dict)
+    deleted: bool = False  # whether the last batch held tombstones (a batch staged next expects some)
 
 
 def changelog_select(spark: SparkSession, store: StoreDefinition,
@@ -200,16 +201,19 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                     staged = committer.stage(through, batch_id, lineage.app_id(layout.INTAKE))
                 return changes, rows, staged, ops
 
-            # A window store's batch plans for deletes when it has any. One staged before its summary
-            # is known plans without, and plans and writes again when it had some (its first files
-            # deleted, the state's next version written again from the same version before it).
-            changes, rows, staged, observed_op = planned(
-                per_partition is not None and any(int(r[layout.TOMBSTONES]) for r in per_partition))
+            # A window store's batch plans for deletes when it has any (the delete plan serves a batch
+            # without as well, at a higher cost). One staged before its summary is known plans for them
+            # when the batch before had some; when it guessed wrong, it plans for them and writes again
+            # (its first files deleted, the state's next version written again from the same version
+            # before it).
+            plans_deletes = (clock.deleted if per_partition is None
+                             else any(int(r[layout.TOMBSTONES]) for r in per_partition))
+            changes, rows, staged, observed_op = planned(plans_deletes)
             if observed is not None:
                 per_partition = summary.from_observed(stored, observed)
                 if per_partition is None:  # a partition the observation had no columns for: from the cache
                     per_partition = summary.aggregated(b)
-                if store.window and any(int(r[layout.TOMBSTONES]) for r in per_partition):
+                if store.window and not plans_deletes and any(int(r[layout.TOMBSTONES]) for r in per_partition):
                     assert staged is not None
                     committer.abandon(staged)
                     changes, rows, staged, observed_op = planned(True)
@@ -264,6 +268,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
             stated = time.perf_counter()
             committed_row = {**audit.row, WRITE_TIME: datetime.now()}
             clock.times, clock.next_batch = new_times, batch_id + 1
+            clock.deleted = totals[layout.TOMBSTONES] > 0
         finally:
             for df in cached:
                 _release(df)
