@@ -2,14 +2,15 @@
 deleted and found late, its offset range, its newest applied event time (stream time's advance), and
 the tasks that read it (stream_time.split_partitions).
 
-Two ways to the same rows (`PartitionSummary.rows` reads either):
+Two ways to the same rows, one dict per partition with records:
   * observed (`observed`/`from_observed`): aggregates observed over the batch's records before they
     are cached, so the job that fills the cache (the batch's write) computes them, and read from the
     cache's own plan (io.deltastate.CachedMetrics: the write reaches the cache through the state
     store's RDD, so its query never reports them). So a batch that writes its state through runs one
     Spark job. An observation aggregates globally, so each partition gets its own columns, for the
     partitions the store declares and any its stream times name; a record of another partition (a
-    topic grown since) is counted apart, and the batch then asks `aggregated` instead;
+    topic grown since) is counted apart, and the batch then asks `aggregated` instead, as it does
+    when the counts do not add up to the rows the cache holds;
   * aggregated (`aggregated`): a group-by job of its own, for batches that need the summary before
     they plan (seeding the state, a run's first batch).
 """
