@@ -212,7 +212,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
             changes, rows, staged, observed_op = planned(plans_deletes)
             if observed is not None:
                 per_partition = summary.from_observed(stored, observed)
-                if per_partition is None:  # a partition the observation had no columns for: from the cache
+                if per_partition is None:  # a partition without columns, or counts off the cache's rows
                     per_partition = summary.aggregated(b)
                 if store.window and not plans_deletes and any(int(r[layout.TOMBSTONES]) for r in per_partition):
                     assert staged is not None
