@@ -162,18 +162,14 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
         # have committed already) runs one job: its summary is observed while the write fills the
         # cache. The others summarise first, in a job of their own, which also fills the cache.
         staging = entries_here and committer.stages(spark, batch_id, lineage.app_id(layout.INTAKE))
-        # A window store whose last batch held tombstones (pulse_counts' checkouts: most batches)
-        # summarises first and plans for deletes only when it has some: planned for deletes before
-        # its summary, such a store's batches took longer, not shorter (bench/results.md).
-        observes = staging and not (store.window and clock.deleted)
         records, observed = records_plan(batch, clock.times), None
-        if observes:
+        if staging:
             records, observed = summary.observed(records, clock.times, f"summary_{uuid.uuid4().hex}")
         stored = records.persist()
         cached = [stored]
         b = with_flags(stored)
         try:
-            per_partition = None if observes else summary.aggregated(b)
+            per_partition = None if staging else summary.aggregated(b)
             if per_partition == []:  # no records (offsets over transaction markers): the state's version moves on
                 live[0].advance(batch_id)
                 return
@@ -188,6 +184,8 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 return live_entries(spark, settings, store, lineage, batch_id, wanted.select("key_str"), horizon)
 
             join = (StateJoin(live[0].by_key, lambda rows, prefix: live[0].joined(rows, batch_id, horizon, prefix),
+                              lambda rows, prefix, deleted, removed: live[0].joined_deleting(
+                                  rows, batch_id, horizon, prefix, deleted, removed),
                               lambda rows, kind, state: live[0].with_entries(rows, batch_id, horizon, kind, state),
                               live[0].keyed)
                     if staging else None)
@@ -206,9 +204,12 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                 return changes, rows, staged, ops
 
             # A window store's batch plans for deletes when it has any. One staged before its summary
-            # is known plans without; when it has some, it plans for them and writes again (its first
-            # files deleted, the state's next version written again from the same version before it).
-            plans_deletes = per_partition is not None and any(int(r[layout.TOMBSTONES]) for r in per_partition)
+            # is known plans for them when the batch before had some (a store whose tombstones come
+            # often, as pulse_counts' checkouts do); planned without and holding some, it plans for
+            # them and writes again (its first files deleted, the state's next version written again
+            # from the same version before it).
+            plans_deletes = (clock.deleted if per_partition is None
+                             else any(int(r[layout.TOMBSTONES]) for r in per_partition))
             changes, rows, staged, observed_op = planned(plans_deletes)
             if observed is not None:
                 per_partition = summary.from_observed(stored, observed)

@@ -20,7 +20,7 @@ from deltastate.engine.common.steps import Select
 from deltastate.engine.windowed import sessions as session_merge
 from deltastate.engine.windowed.records import IS_DELETE, IS_LATE, STORE_TIME, event_fields, session_store_time
 from deltastate.engine.windowed.stream_time import STREAM_TIME
-from deltastate.engine.windowed.windows import ByKey, Joined, WindowPlan
+from deltastate.engine.windowed.windows import ByKey, Joined, JoinedDeleting, WindowPlan
 from deltastate.stores.definition import StoreDefinition
 
 
@@ -69,6 +69,7 @@ class StateJoin:
 
     by_key: ByKey
     joined: Joined
+    joined_deleting: JoinedDeleting
     with_entries: WithEntries
     keyed: ByKey
 
@@ -79,7 +80,7 @@ Step = Callable[[Entries, StateJoin | None, DataFrame, DataFrame, bool], Windowe
 
 def window_step(spark: SparkSession, store: StoreDefinition) -> Step:
     """A window store's step: its events' windows aggregated and merged with their entries (joined
-    in place once the state is seeded and the batch deletes nothing), tombstones removing keys."""
+    in place once the state is seeded), tombstones removing keys."""
     plan = WindowPlan(spark, store)
     not_late = ~F.col(IS_LATE)
     wanted = Select(spark, ["key_str", WINDOW_START, WINDOW_END])
@@ -96,6 +97,9 @@ def window_step(spark: SparkSession, store: StoreDefinition) -> Step:
                 return WindowedChanges(plan.joined_puts(contributions, join.by_key, join.joined))
             puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
             return WindowedChanges(puts)
+        if join is not None:  # in place too: a deleted key's entries are found where they lie
+            return WindowedChanges(plan.joined_changes(applied.union(deletes), join.by_key, join.joined_deleting),
+                                   mixed=True)
         delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                         F.max("partition").alias("delete_partition"))
         contributions = plan.contributions(applied, delete_offsets)

@@ -83,6 +83,7 @@ class LiveStore:
                                      F.col(WINDOW_END).cast("bigint")])
         self._retained = F.col(retained_column(spec))
         self._jjoin = spark._jvm.io.deltastate.LiveLookup.join
+        self._jjoin_deleting = spark._jvm.io.deltastate.LiveLookup.joinDeleting
         self._jwith_entries = spark._jvm.io.deltastate.LiveLookup.withEntries
         self._jkeyed = spark._jvm.io.deltastate.LiveLookup.keyed
         self._entry_nulls = [F.lit(None).cast("bigint").alias(WINDOW_START), F.lit(None).cast("bigint").alias(WINDOW_END),
@@ -139,6 +140,17 @@ class LiveStore:
                                      self._version(batch_id), self.partitions,
                                      0 if horizon_ms is None else self.sweep_column,
                                      0 if horizon_ms is None else horizon_ms), self.spark)
+
+    def joined_deleting(self, rows: DataFrame, batch_id: int, horizon_ms: int | None, prefix: str, deleted: str,
+                        removed: str) -> DataFrame:
+        """joined() for a batch with tombstones: a row whose boolean column `deleted` is set belongs
+        to a key the batch deleted and is joined with no entry, or, with null bounds, marks the key.
+        Each marked key's entries no row names follow, each as its marker with the entry's bounds
+        and column `removed` true (io.deltastate.LiveLookup.joinDeleting)."""
+        return DataFrame(self._jjoin_deleting(rows._jdf, self._values_type, prefix, removed, rows.columns.index(deleted),
+                                              self.folder, self.run_id, self._version(batch_id), self.partitions,
+                                              0 if horizon_ms is None else self.sweep_column,
+                                              0 if horizon_ms is None else horizon_ms), self.spark)
 
     def with_entries(self, records: DataFrame, batch_id: int, horizon_ms: int | None, kind: str,
                      state_kind: int) -> DataFrame:

@@ -4,10 +4,13 @@ import java.io.Serializable;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
+import java.util.function.BiConsumer;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.rdd.RDD;
@@ -84,6 +87,36 @@ public final class LiveLookup {
         RDD<InternalRow> joined = LiveEntryStore.withReadStateStore(
             part.queryExecution().toRdd(), spark, LiveEntryStore.stateInfo(dir, runId, version, partitions), values,
             new Join(values.length(), retainedColumn, horizon));
+        return declared(spark, joined, out, 0, partitions);
+    }
+
+    /**
+     * join for a window store's batch with tombstones. Each row's boolean column `deletedColumn` says
+     * whether a tombstone in the batch deleted its key: such a row is a window the key's events
+     * after the tombstone re-create, joined with no entry (its old values null), or, with null
+     * bounds, the key's marker (the source position of its last tombstone). A marker is not handed
+     * on; once every row is, each marked key's entries retained past horizon that no row re-created
+     * follow, each as its marker with the entry's bounds and column `removed` true (false on every
+     * other row). The output is declared partitioned by key, as join's is.
+     */
+    public static Dataset<Row> joinDeleting(Dataset<Row> rows, StructType values, String prefix, String removed,
+                                            int deletedColumn, String dir, String runId, long version,
+                                            int partitions, int retainedColumn, long horizon) {
+        org.apache.spark.sql.classic.Dataset<Row> part = (org.apache.spark.sql.classic.Dataset<Row>)
+            rows.repartition(partitions, rows.col(rows.columns()[0]));
+        SparkSession spark = part.sparkSession();
+        StructType out = part.schema();
+        DataType[] types = new DataType[out.length()];
+        for (int i = 0; i < types.length; i++) {
+            types[i] = out.fields()[i].dataType();
+        }
+        for (StructField f : values.fields()) {
+            out = out.add(prefix + f.name(), f.dataType(), true);
+        }
+        out = out.add(removed, DataTypes.BooleanType, false);
+        RDD<InternalRow> joined = LiveEntryStore.withReadStateStore(
+            part.queryExecution().toRdd(), spark, LiveEntryStore.stateInfo(dir, runId, version, partitions), values,
+            new DeletingJoin(values.length(), types, deletedColumn, retainedColumn, horizon));
         return declared(spark, joined, out, 0, partitions);
     }
 
@@ -179,6 +212,31 @@ public final class LiveLookup {
         final boolean retained(long start, long end) {
             return retainedColumn == 0 || (retainedColumn == 1 ? start : end) > horizon;
         }
+
+        /** The values of the retained entry row's key and bounds (its first three columns) name, or null. */
+        final UnsafeRow lookup(ReadStateStore store, UnsafeProjection keyOf, InternalRow row) {
+            long start = row.getLong(1);
+            long end = row.getLong(2);
+            return retained(start, end) ? store.get(keyOf.apply(new GenericInternalRow(new Object[] {
+                row.getUTF8String(0), start, end})), LiveEntryStore.FAMILY) : null;
+        }
+
+        /** Each retained entry of key (a prefix scan), its key row and value row handed to `each`. */
+        final void forEachEntry(ReadStateStore store, UnsafeProjection prefixOf, UTF8String key,
+                                BiConsumer<UnsafeRow, UnsafeRow> each) {
+            StateStoreIterator<UnsafeRowPair> entries =
+                store.prefixScan(prefixOf.apply(new GenericInternalRow(new Object[] {key})), LiveEntryStore.FAMILY);
+            try {
+                while (entries.hasNext()) {
+                    UnsafeRowPair pair = entries.next();
+                    if (retained(pair.key().getLong(1), pair.key().getLong(2))) {
+                        each.accept(pair.key(), pair.value());
+                    }
+                }
+            } finally {
+                entries.close();
+            }
+        }
     }
 
     /** One partition's rows, each joined with its entry's values as it is handed on. */
@@ -205,11 +263,102 @@ public final class LiveLookup {
                 @Override
                 public InternalRow next() {
                     InternalRow row = rows.next();
-                    long start = row.getLong(1);
-                    long end = row.getLong(2);
-                    UnsafeRow value = retained(start, end) ? store.get(keyOf.apply(new GenericInternalRow(new Object[] {
-                        row.getUTF8String(0), start, end})), LiveEntryStore.FAMILY) : null;
+                    UnsafeRow value = lookup(store, keyOf, row);
                     return joined.apply(row, value == null ? missing : value);
+                }
+            };
+        }
+    }
+
+    /** One partition's rows joined as Join does, a deleted key's rows without a lookup and its
+     * entries that no row re-created handed on last, as removals. */
+    private static final class DeletingJoin extends PartitionLookup {
+        private final int valueCount;
+        private final DataType[] types;
+        private final int deletedColumn;
+
+        DeletingJoin(int valueCount, DataType[] types, int deletedColumn, int retainedColumn, long horizon) {
+            super(retainedColumn, horizon);
+            this.valueCount = valueCount;
+            this.types = types;
+            this.deletedColumn = deletedColumn;
+        }
+
+        @Override
+        public Iterator<InternalRow> apply(ReadStateStore store, Iterator<InternalRow> rows) {
+            releaseUnlessWritten(store);
+            UnsafeProjection keyOf = UnsafeProjection.create(LiveEntryStore.KEY_SCHEMA);
+            UnsafeProjection prefixOf = UnsafeProjection.create(LiveEntryStore.PREFIX_SCHEMA);
+            GenericInternalRow missing = new GenericInternalRow(valueCount);
+            GenericInternalRow kept = new GenericInternalRow(new Object[] {false});
+            JoinedRow withValues = new JoinedRow();
+            JoinedRow joined = new JoinedRow();
+            Map<UTF8String, InternalRow> markers = new HashMap<>();  // a deleted key -> its marker
+            Map<UTF8String, Set<List<Long>>> recreated = new HashMap<>();  // a deleted key -> bounds of its rows
+            ArrayDeque<InternalRow> removals = new ArrayDeque<>();
+            return new scala.collection.AbstractIterator<InternalRow>() {
+                private InternalRow ahead;
+                private boolean drained;
+
+                @Override
+                public boolean hasNext() {
+                    if (ahead == null) {
+                        ahead = advance();
+                    }
+                    return ahead != null;
+                }
+
+                @Override
+                public InternalRow next() {
+                    if (!hasNext()) {
+                        throw new java.util.NoSuchElementException();
+                    }
+                    InternalRow row = ahead;
+                    ahead = null;
+                    return row;
+                }
+
+                private InternalRow advance() {
+                    while (rows.hasNext()) {
+                        InternalRow row = rows.next();
+                        if (!row.getBoolean(deletedColumn)) {
+                            UnsafeRow value = lookup(store, keyOf, row);
+                            return joined.apply(withValues.apply(row, value == null ? missing : value), kept);
+                        }
+                        UTF8String key = row.getUTF8String(0).clone();
+                        if (row.isNullAt(1)) {
+                            markers.put(key, row.copy());
+                            continue;
+                        }
+                        recreated.computeIfAbsent(key, k -> new HashSet<>()).add(List.of(row.getLong(1), row.getLong(2)));
+                        return joined.apply(withValues.apply(row, missing), kept);
+                    }
+                    if (!drained) {
+                        drained = true;
+                        for (Map.Entry<UTF8String, InternalRow> marker : markers.entrySet()) {
+                            scan(marker.getKey(), marker.getValue());
+                        }
+                    }
+                    return removals.poll();
+                }
+
+                private void scan(UTF8String key, InternalRow marker) {
+                    Set<List<Long>> rewritten = recreated.getOrDefault(key, Collections.emptySet());
+                    forEachEntry(store, prefixOf, key, (k, v) -> {
+                        long start = k.getLong(1);
+                        long end = k.getLong(2);
+                        if (rewritten.contains(List.of(start, end))) {
+                            return;
+                        }
+                        Object[] removal = new Object[types.length + valueCount + 1];
+                        for (int i = 0; i < types.length; i++) {
+                            removal[i] = marker.isNullAt(i) ? null : marker.get(i, types[i]);
+                        }
+                        removal[1] = start;
+                        removal[2] = end;
+                        removal[removal.length - 1] = true;
+                        removals.add(new GenericInternalRow(removal));
+                    });
                 }
             };
         }
@@ -263,29 +412,18 @@ public final class LiveLookup {
                 }
 
                 private void scan(UTF8String key, ArrayDeque<InternalRow> out) {
-                    StateStoreIterator<UnsafeRowPair> entries =
-                        store.prefixScan(prefixOf.apply(new GenericInternalRow(new Object[] {key})), LiveEntryStore.FAMILY);
-                    try {
-                        while (entries.hasNext()) {
-                            UnsafeRowPair pair = entries.next();
-                            UnsafeRow k = pair.key();
-                            if (!retained(k.getLong(1), k.getLong(2))) {
-                                continue;
-                            }
-                            UnsafeRow v = pair.value().copy();
-                            Object[] entry = new Object[width];
-                            entry[0] = key;
-                            entry[1] = k.getLong(1);
-                            entry[2] = k.getLong(2);
-                            for (int i = 0; i < types.length; i++) {
-                                entry[3 + i] = v.isNullAt(i) ? null : v.get(i, types[i]);
-                            }
-                            entry[kindColumn] = stateKind;
-                            out.add(new GenericInternalRow(entry));
+                    forEachEntry(store, prefixOf, key, (k, value) -> {
+                        UnsafeRow v = value.copy();
+                        Object[] entry = new Object[width];
+                        entry[0] = key;
+                        entry[1] = k.getLong(1);
+                        entry[2] = k.getLong(2);
+                        for (int i = 0; i < types.length; i++) {
+                            entry[3 + i] = v.isNullAt(i) ? null : v.get(i, types[i]);
                         }
-                    } finally {
-                        entries.close();
-                    }
+                        entry[kindColumn] = stateKind;
+                        out.add(new GenericInternalRow(entry));
+                    });
                 }
             };
         }
