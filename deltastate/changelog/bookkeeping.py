@@ -78,18 +78,14 @@ def batch_bookkeeping(*, epoch: int, **given: Column | int | str | None) -> list
 def with_batch_literals(rows: DataFrame, epoch: int, batch_id: int) -> DataFrame:
     """rows with the batch's own values that batch_bookkeeping's columns read: its id, segment and
     write time (now). Each is a BatchValue (jvm/src), not a literal: a literal is written into the
-    generated code, which would then be new code, compiled again and run interpreted, every batch."""
+    generated code, which would then be new code, compiled again and run interpreted, every batch.
+    One py4j call (io.deltastate.Udafs.withBatchValues), in one projection: each withColumn would be
+    a new plan that Spark analyzes whole, and a window batch's plan is large."""
     import time
 
-    from pyspark.sql import functions as F
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     spark = rows.sparkSession
-    spark._jvm.io.deltastate.Udafs.registerBatchValue(spark._jsparkSession, BATCH_VALUE_FUNCTION)
-
-    def value(v: int) -> Column:
-        return F.call_function(BATCH_VALUE_FUNCTION, F.lit(v).cast("bigint"))
-
-    # One projection: each withColumn would be a new plan that Spark analyzes whole, and a window
-    # batch's plan is large.
-    return rows.withColumns({BATCH_LITERAL: value(batch_id), SEGMENT_LITERAL: value(segment_of(epoch, batch_id)),
-                             WRITE_TIME_LITERAL: value(time.time_ns() // 1000)})
+    return ClassicDataFrame(spark._jvm.io.deltastate.Udafs.withBatchValues(
+        rows._jdf, BATCH_VALUE_FUNCTION, BATCH_LITERAL, SEGMENT_LITERAL, WRITE_TIME_LITERAL, batch_id,
+        segment_of(epoch, batch_id), time.time_ns() // 1000), spark)

@@ -1,5 +1,8 @@
 package io.deltastate;
 
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
@@ -46,6 +49,22 @@ public final class Udafs {
                     }
                     return BatchValue.of(args.head());
                 }, "java_udf");
+    }
+
+    /**
+     * rows with one micro-batch's own values as columns: its id, segment and write time, each a
+     * BatchValue (registered as `function`) read by reference, so the generated code of every batch
+     * is the same. One call where PySpark takes a round trip per column and per literal.
+     */
+    public static Dataset<Row> withBatchValues(Dataset<Row> rows, String function, String batchColumn,
+                                               String segmentColumn, String writeTimeColumn, long batchId,
+                                               long segment, long writeTimeMicros) {
+        registerBatchValue(rows.sparkSession(), function);
+        java.util.Map<String, Column> values = new java.util.LinkedHashMap<>();
+        values.put(batchColumn, functions.call_function(function, functions.lit(batchId)));
+        values.put(segmentColumn, functions.call_function(function, functions.lit(segment)));
+        values.put(writeTimeColumn, functions.call_function(function, functions.lit(writeTimeMicros)));
+        return rows.withColumns(values);
     }
 
     /** Registers StreamTime; non-deterministic, so the optimizer neither reorders nor repeats it. */
