@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +61,19 @@ class Run:
     batches: list[tuple[BatchReport, BatchReport, list[list[str]]]]
 
 
-def _seeded_then_continuous(spark, settings, broker, topic, store: str, seed: int, tombstones: list[float]) -> Run:
-    """A store seeded by a run over a workload with late records, then a continuous run fed one chunk
-    of in-order records per entry of `tombstones` (its share of tombstones), each read before the next."""
+Records = list[tuple[bytes, bytes | None]]
+Chunk = Callable[[int, list[bytes]], Records]  # (first event time, the seeding's keys) -> records in order
+
+
+def _shares(store: str, seed: int, tombstones: list[float]) -> list[Chunk]:
+    """One chunk of 150 in-order records per entry of `tombstones`, its share of tombstones."""
+    return [lambda start, _keys, c=c, share=share: _in_order(store, 150, seed + c, start, share)
+            for c, share in enumerate(tombstones)]
+
+
+def _seeded_then_continuous(spark, settings, broker, topic, store: str, seed: int, chunks: list[Chunk]) -> Run:
+    """A store seeded by a run over a workload with late records, then a continuous run fed the
+    chunks, each read before the next."""
     assert ensure_topic(broker, topic, PARTITIONS)
     ref = ReferenceTopic(PARTITIONS, partition_for)
     seeding = workload(store, 600, seed, 1_700_000_000_000)
@@ -83,8 +94,9 @@ def _seeded_then_continuous(spark, settings, broker, topic, store: str, seed: in
     runner.start()
     try:
         start = _ts_of(seeding) + 1
-        for chunk, share in enumerate(tombstones):
-            records = _in_order(store, 150, seed + chunk, start, share)
+        keys = sorted({k for k, _ in seeding})
+        for chunk in chunks:
+            records = chunk(start, keys)
             start = _ts_of(records) + 1
             assert produce_records(broker, topic, records).delivered == len(records)
             ref.append(records)
@@ -126,7 +138,8 @@ def _writes(jobs: list[list[str]]) -> int:
 @pytest.mark.parametrize("store,seed", [("trade_stats", 21), ("pulse_counts", 22), ("user_sessions", 23)])
 def test_a_batch_written_through_runs_one_job(store, seed, broker, spark, make_settings, topic):
     settings = make_settings()
-    done = _seeded_then_continuous(spark, settings, broker, topic, store, seed, [0.0, 0.0, 0.05, 0.05, 0.0])
+    done = _seeded_then_continuous(spark, settings, broker, topic, store, seed,
+                                   _shares(store, seed, [0.0, 0.0, 0.05, 0.05, 0.0]))
     windows = store != "user_sessions"
     if windows:  # each case below is met
         assert {(bool(r.tombstones), bool(previous.tombstones)) for r, previous, _ in done.batches} >= {
@@ -140,6 +153,36 @@ def test_a_batch_written_through_runs_one_job(store, seed, broker, spark, make_s
     _assert_equals_reference(spark, settings, store, done.ref)
 
 
+def _pulse(key: bytes, ts: int, checkout: bool = False) -> tuple[bytes, bytes]:
+    event = b',"event":"checkout"' if checkout else b""
+    return key, b'{"patient_id":"%s","ts":%d%s}' % (key, ts, event)
+
+
+def _tombstone_cases(start: int, keys: list[bytes]) -> Records:
+    """One batch's worth of pulse_counts records, in event-time order, meeting each case of a
+    tombstone applied in place: a key deleted and its window re-created after it (and a new window);
+    a key deleted and nothing else; a key deleted twice with events between and after; a key with no
+    entries deleted; a key deleted by a null value; a key only updated."""
+    t = start - start % 60_000 + 60_000  # a fresh window
+    recreated, deleted, twice, by_null, updated = keys[:5]
+    return [
+        _pulse(recreated, t), _pulse(updated, t), _pulse(twice, t + 1), _pulse(deleted, t + 2, checkout=True),
+        _pulse(recreated, t + 3, checkout=True), _pulse(twice, t + 4, checkout=True), _pulse(twice, t + 5),
+        _pulse(b"patient-never-seen", t + 6, checkout=True), (by_null, None), _pulse(recreated, t + 7),
+        _pulse(twice, t + 8, checkout=True), _pulse(twice, t + 9), _pulse(recreated, t + 60_001),
+        _pulse(updated, t + 60_002)]
+
+
+def test_tombstones_applied_in_place_equal_the_reference(broker, spark, make_settings, topic):
+    """Each case of a window batch's tombstones, applied where the state lies (no job but the write)."""
+    settings = make_settings()
+    chunks = [*_shares("pulse_counts", 41, [0.0]), _tombstone_cases, *_shares("pulse_counts", 42, [0.0])]
+    done = _seeded_then_continuous(spark, settings, broker, topic, "pulse_counts", 41, chunks)
+    deleting = [jobs for report, _, jobs in done.batches if report.tombstones]
+    assert deleting and all(_writes([job]) == 1 for jobs in deleting for job in jobs), deleting
+    _assert_equals_reference(spark, settings, "pulse_counts", done.ref)
+
+
 @pytest.mark.parametrize("store,seed", [("trade_stats", 31), ("user_sessions", 33)])
 def test_a_summary_the_observation_cannot_give_comes_from_the_cache(store, seed, broker, spark, make_settings, topic,
                                                                     monkeypatch):
@@ -148,7 +191,7 @@ def test_a_summary_the_observation_cannot_give_comes_from_the_cache(store, seed,
     # As if partition 0 were one the topic grew that neither the store nor a stream time names.
     monkeypatch.setattr(summary_module.PartitionSummary, "partitions_for",
                         lambda self, known: tuple(p for p in real(self, known) if p))
-    done = _seeded_then_continuous(spark, settings, broker, topic, store, seed, [0.0, 0.0, 0.0])
+    done = _seeded_then_continuous(spark, settings, broker, topic, store, seed, _shares(store, seed, [0.0, 0.0, 0.0]))
     for _, _, jobs in done.batches:  # the write, then the summary from the cache
         assert len(jobs) == 2 and _writes(jobs[:1]) == 1 and _writes(jobs[1:]) == 0, jobs
     _assert_equals_reference(spark, settings, store, done.ref)

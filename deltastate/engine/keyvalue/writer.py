@@ -52,9 +52,9 @@ from deltastate.stores.expression import value_column
 
 def changelog_select(spark: SparkSession, store: StoreDefinition, fold: FoldSpec,
                      lineage: Lineage) -> Callable[[DataFrame, int], DataFrame]:
-    """(batch, batch_id) -> the batch's changelog rows, one per changed key (audit groups filtered out
-    before). The select is built once per run (engine/common/steps.py); a batch adds only its batch
-    id and segment (with_batch_literals)."""
+    """(batch, batch_id) -> the batch's changelog rows, one per changed key (the audit groups' rows
+    left out, in the same filter). The select is built once per run (engine/common/steps.py); a
+    batch adds only its batch id and segment (with_batch_literals)."""
     alive = F.col("fold.n") > 0
     slot = {name: F.col(f"fold.r{i}") for i, name in enumerate(fold.slots)}
     values = [F.when(alive, value_column(store, f.name, slot)).cast(f.spark_type).alias(f.name)
@@ -69,12 +69,12 @@ def changelog_select(spark: SparkSession, store: StoreDefinition, fold: FoldSpec
         event_time=F.when(alive, F.timestamp_micros(F.try_multiply(slot[EVENT_TIME_SLOT], F.lit(1000))))
                     .otherwise(F.col("kafka_timestamp")))
     tail = [F.col(c) for c in backend_of(store).delete_reason_columns]
-    changed = F.col("fold.last_pos").isNotNull()
+    changed_keys = F.col(AUDIT_PARTITION).isNull() & F.col("fold.last_pos").isNotNull()
 
     select = Select(spark, [*head, *bookkeeping, *tail])
 
     def records(batch: DataFrame, batch_id: int) -> DataFrame:
-        return select(with_batch_literals(batch.where(changed), lineage.epoch, batch_id))
+        return select(with_batch_literals(batch.where(changed_keys), lineage.epoch, batch_id))
 
     return records
 
@@ -102,7 +102,6 @@ def store_writer(spark: SparkSession, settings: Settings, store: StoreDefinition
         .alias("audits"),
         F.count_if(changed & (F.col("fold.n") > 0)).alias(layout.OP_PUT),
         F.count_if(changed & (F.col("fold.n") == 0)).alias(layout.OP_DELETE)]
-    key_groups = F.col(AUDIT_PARTITION).isNull()
 
     def summarised(row) -> tuple[dict[int, RunningTotals], dict[str, int]]:
         running = {int(r[AUDIT_PARTITION]): RunningTotals(
@@ -122,8 +121,8 @@ def store_writer(spark: SparkSession, settings: Settings, store: StoreDefinition
             # One job: the stateful plan runs once, its changed keys are written as the changelog's
             # files, and the summary is observed on the way; then the commit carrying the audit.
             observed = Observation(f"summary_{uuid.uuid4().hex}")
-            staged = committer.stage(changelog_records(batch.observe(observed, *summary_columns).where(key_groups),
-                                                       batch_id), batch_id, lineage.app_id(layout.INTAKE))
+            staged = committer.stage(changelog_records(batch.observe(observed, *summary_columns), batch_id),
+                                     batch_id, lineage.app_id(layout.INTAKE))
         if staged is not None:
             running, by_op = summarised(observed.get)
             audit = batch_audit(ledger, running, store.name, batch_id)
@@ -151,7 +150,7 @@ def store_writer(spark: SparkSession, settings: Settings, store: StoreDefinition
                                         paths[layout.DEADLETTER], committer)
                     record = _audit_of(lineage, ledger, audit, batch_id)
                     if writes_changelog:
-                        records = changelog_records(b.where(key_groups), batch_id)
+                        records = changelog_records(b, batch_id)
                         committer.commit(records.coalesce(files_for(sum(by_op.values()))), batch_id, record)
                     else:
                         append_audit(audit_rows(spark, [record.row]), paths[layout.INTAKE], record.app_id, batch_id)
