@@ -75,10 +75,7 @@ public final class LiveLookup {
      */
     public static Dataset<Row> join(Dataset<Row> rows, StructType values, String prefix, String dir, String runId,
                                     long version, int partitions, int retainedColumn, long horizon) {
-        // Spark plans no shuffle for this when rows already are partitioned so (EnsureRequirements
-        // drops a repartition its input satisfies).
-        org.apache.spark.sql.classic.Dataset<Row> part = (org.apache.spark.sql.classic.Dataset<Row>)
-            rows.repartition(partitions, rows.col(rows.columns()[0]));
+        org.apache.spark.sql.classic.Dataset<Row> part = byKey(rows, partitions);
         SparkSession spark = part.sparkSession();
         StructType out = part.schema();
         for (StructField f : values.fields()) {
@@ -102,14 +99,10 @@ public final class LiveLookup {
     public static Dataset<Row> joinDeleting(Dataset<Row> rows, StructType values, String prefix, String removed,
                                             int deletedColumn, String dir, String runId, long version,
                                             int partitions, int retainedColumn, long horizon) {
-        org.apache.spark.sql.classic.Dataset<Row> part = (org.apache.spark.sql.classic.Dataset<Row>)
-            rows.repartition(partitions, rows.col(rows.columns()[0]));
+        org.apache.spark.sql.classic.Dataset<Row> part = byKey(rows, partitions);
         SparkSession spark = part.sparkSession();
         StructType out = part.schema();
-        DataType[] types = new DataType[out.length()];
-        for (int i = 0; i < types.length; i++) {
-            types[i] = out.fields()[i].dataType();
-        }
+        DataType[] types = typesOf(out);
         for (StructField f : values.fields()) {
             out = out.add(prefix + f.name(), f.dataType(), true);
         }
@@ -131,13 +124,9 @@ public final class LiveLookup {
     public static Dataset<Row> withEntries(Dataset<Row> rows, StructType values, String dir, String runId,
                                            long version, int partitions, int kindColumn, int stateKind,
                                            int retainedColumn, long horizon) {
-        org.apache.spark.sql.classic.Dataset<Row> part = (org.apache.spark.sql.classic.Dataset<Row>)
-            rows.repartition(partitions, rows.col(rows.columns()[0]));
+        org.apache.spark.sql.classic.Dataset<Row> part = byKey(rows, partitions);
         SparkSession spark = part.sparkSession();
-        DataType[] types = new DataType[values.length()];
-        for (int i = 0; i < types.length; i++) {
-            types[i] = values.fields()[i].dataType();
-        }
+        DataType[] types = typesOf(values);
         RDD<InternalRow> withState = LiveEntryStore.withReadStateStore(
             part.queryExecution().toRdd(), spark, LiveEntryStore.stateInfo(dir, runId, version, partitions), values,
             new Entries(part.schema().length(), types, kindColumn, stateKind, retainedColumn, horizon));
@@ -158,6 +147,23 @@ public final class LiveLookup {
         RDD<InternalRow> checked = ds.queryExecution().toRdd().mapPartitionsWithIndex(
             new InPlace(partitionOf, index), true, LiveEntryStore.ROW);
         return declared(ds.sparkSession(), checked, ds.schema(), index, partitions);
+    }
+
+    /**
+     * rows partitioned by their first column (the key) into the state's partitions. Spark plans no
+     * shuffle for this when rows already are partitioned so (EnsureRequirements drops a repartition
+     * its input satisfies).
+     */
+    private static org.apache.spark.sql.classic.Dataset<Row> byKey(Dataset<Row> rows, int partitions) {
+        return (org.apache.spark.sql.classic.Dataset<Row>) rows.repartition(partitions, rows.col(rows.columns()[0]));
+    }
+
+    private static DataType[] typesOf(StructType schema) {
+        DataType[] types = new DataType[schema.length()];
+        for (int i = 0; i < types.length; i++) {
+            types[i] = schema.fields()[i].dataType();
+        }
+        return types;
     }
 
     /** A Dataset over rdd (of schema) that Spark knows is hash-partitioned by column `key`. */
