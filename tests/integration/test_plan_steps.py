@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 
 import py4j.clientserver
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
-from deltastate.engine.common.steps import Aggregate, Join, Select
+from deltastate.engine.common.steps import Aggregate, Join, MapInArrow, Observe, Select, SortWithinPartitions, Where
 from deltastate.engine.windowed.stream_time import stream_time_before
 
 
@@ -70,11 +72,59 @@ def test_join_answers_as_pyspark(spark, events):
         assert _rows(step(events, right)) == _rows(events.join(right, ["g", "p"], how))
 
 
+def test_where_and_sort_within_partitions_answer_as_pyspark(spark, events):
+    condition = (F.col("n") % 3 == 1) & ~(F.col("x") > 15)
+    assert _rows(Where(condition)(events)) == _rows(events.where(condition))
+    parted = events.repartition(3, "g")
+    ordered = SortWithinPartitions(spark, ["g", F.col("n").desc(), "p"])(parted)
+    expected = parted.sortWithinPartitions("g", F.col("n").desc(), "p")
+    by_partition = F.spark_partition_id().alias("part")
+    assert ordered.select(by_partition, "n").collect() == expected.select(by_partition, "n").collect()
+    with round_trips() as built:
+        Where(condition)(events)
+    assert built["n"] == 1
+
+
+def test_map_in_arrow_answers_as_pyspark_and_pickles_once(spark, events):
+    def _doubled_where_odd(batches):  # defined here, pickled by value (workers cannot import tests)
+        for batch in batches:  # reads its input by name: the step hands every column over, named
+            odd = batch.filter(pc.equal(pc.bit_wise_and(batch.column("n"), 1), 1))
+            yield pa.RecordBatch.from_arrays([odd.column("g"), pc.multiply(odd.column("n"), 2)], names=["g", "n2"])
+
+    step = MapInArrow(spark, _doubled_where_odd, "g int, n2 long")
+    expected = _rows(events.mapInArrow(_doubled_where_odd, "g int, n2 long"))
+    assert expected and _rows(step(events)) == expected
+    dotted = events.select(F.col("g"), F.col("n"), F.col("x").alias("a.b"))  # a dotted name is one column here
+    assert _rows(step(dotted)) == expected  # other input columns: converted again, same answer
+    step(events)
+    with round_trips() as built:
+        step(events)
+    with round_trips() as own:
+        events.mapInArrow(_doubled_where_odd, "g int, n2 long")
+    assert built["n"] == 2  # the function's call over the columns, the map
+    assert own["n"] > len(events.columns) + 2  # PySpark looks each column up, and pickles the function again
+
+
+def test_observe_reports_what_an_aggregate_answers(spark, events):
+    metrics = [F.count_if(F.col("g") == 1).alias("ones"), F.max("n").alias("top"), F.sum("x").alias("sum_x")]
+    step = Observe(spark, metrics)
+    observed = step(events, "m1")
+    assert _rows(observed) == _rows(events)  # observing leaves the rows alone
+    jrow = observed._jdf.queryExecution().observedMetrics().get("m1").get()
+    expected = events.agg(*metrics).first()
+    assert [jrow.get(i) for i in range(3)] == [expected["ones"], expected["top"], expected["sum_x"]]
+    with round_trips() as built:
+        step(events, "m2")
+    assert built["n"] == 1
+
+
 def test_steps_refuse_empty_column_lists(spark):
     with pytest.raises(ValueError, match="at least one column"):
         Select(spark, [])
     with pytest.raises(ValueError, match="at least one aggregation"):
         Aggregate(spark, ["g"], [])
+    with pytest.raises(ValueError, match="at least one metric"):
+        Observe(spark, [])
 
 
 @pytest.mark.parametrize("before", [{}, {0: 5, 3: 9_000_000_000_000}, {1: -4}])

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
-from deltastate.engine.common.steps import Select
+from deltastate.engine.common.steps import MapInArrow, Select, SortWithinPartitions, Where
 from deltastate.engine.windowed import sessions as session_merge
 from deltastate.engine.windowed.records import IS_DELETE, IS_LATE, STORE_TIME, event_fields, session_store_time
 from deltastate.engine.windowed.stream_time import STREAM_TIME
@@ -140,7 +140,9 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
 
     marked = Select(spark, ["*", is_removed.alias(IS_DELETE)])  # a mixed frame's rows told apart
     late_seen_in_place = spark.sparkContext.accumulator(0)  # late rows of in-place merges, over the run
-    merge = _late_counted(store, late_seen_in_place)
+    sorted_for_merge = SortWithinPartitions(spark, ["key", "kind", "offset"])
+    merge = MapInArrow(spark, _late_counted(store, late_seen_in_place), output_ddl)
+    late_only, not_late = Where(is_late), Where(~is_late)
 
     def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
              has_deletes: bool) -> WindowedChanges:
@@ -160,7 +162,7 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
                .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
                .observe(late_seen, late_rows)).localCheckpoint(eager=True)
-        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(out.where(is_late)),
+        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(late_only(out)),
                                lambda: bool(late_seen.get["late_rows"]), (out,))
 
     def in_place(join: StateJoin, events: DataFrame, deletes: DataFrame) -> WindowedChanges:
@@ -171,9 +173,9 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         # (records and delete_records start with key and kind, as with_entries takes them.)
         batch_records = records(events).unionByName(delete_records(deletes), allowMissingColumns=True)
         with_state = join.with_entries(batch_records, "kind", session_merge.STATE)
-        out = with_state.sortWithinPartitions("key", "kind", "offset").mapInArrow(merge, output_ddl)
+        out = merge(sorted_for_merge(with_state))
         seen_before = late_seen_in_place.value
-        return WindowedChanges(marked(join.keyed(out.where(~is_late), "key")), None, late_position(out.where(is_late)),
+        return WindowedChanges(marked(join.keyed(not_late(out), "key")), None, late_position(late_only(out)),
                                lambda: late_seen_in_place.value > seen_before, mixed=True)
 
     return step

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import LATE, RECORDS_IN, TOMBSTONES
-from deltastate.engine.common.steps import Aggregate
+from deltastate.engine.common.steps import Aggregate, Observe
 from deltastate.engine.windowed.records import IS_DELETE, IS_LATE
 from deltastate.engine.windowed.stream_time import READ_TASK
 from deltastate.stores.definition import StoreDefinition
@@ -64,10 +64,11 @@ class PartitionSummary:
             F.count_if(deleted).alias(TOMBSTONES), F.count_if(late).alias(LATE),
             F.min("offset").alias(LO), F.max("offset").alias(HI), F.max(store.event_time_field).alias(BATCH_MAX),
             F.min(READ_TASK).alias(TASK_LO), F.max(READ_TASK).alias(TASK_HI)])
-        self._columns: dict[tuple[int, ...], list[Column]] = {}
+        self._spark = spark
+        self._observes: dict[tuple[int, ...], Observe] = {}
 
-    def _observed_columns(self, partitions: tuple[int, ...]) -> list[Column]:
-        if partitions not in self._columns:
+    def _observe(self, partitions: tuple[int, ...]) -> Observe:
+        if partitions not in self._observes:
             part = F.col("partition")
             columns = [F.count_if(~part.isin(*partitions)).alias(_OTHER)]
             for p in partitions:
@@ -77,8 +78,8 @@ class PartitionSummary:
                     column = (F.count_if(where) if how == "count_if"
                               else getattr(F, how)(F.when(where, value)))
                     columns.append(column.alias(f"{name}_{p}"))
-            self._columns[partitions] = columns
-        return self._columns[partitions]
+            self._observes[partitions] = Observe(self._spark, columns)
+        return self._observes[partitions]
 
     def partitions_for(self, known: Iterable[int]) -> tuple[int, ...]:
         """The partitions an observation has columns for: the store's declared ones and `known`."""
@@ -88,7 +89,7 @@ class PartitionSummary:
         """records with the summary observed on them, for partitions_for(known); to be persisted,
         and read by from_observed once a job has filled the cache."""
         partitions = self.partitions_for(known)
-        return records.observe(name, *self._observed_columns(partitions)), Observed(name, partitions)
+        return self._observe(partitions)(records, name), Observed(name, partitions)
 
     @staticmethod
     def from_observed(cached: DataFrame, observed: Observed) -> list[dict] | None:
