@@ -57,7 +57,8 @@ def _in_order(store: str, n: int, seed: int, start: int, tombstones: float) -> l
 @dataclass
 class Run:
     ref: ReferenceTopic
-    # after the run's first batch: (its report, the report of the batch before, its jobs' stage names)
+    # after the run's first batch: (its report, the report of the batch before, its jobs' stages as
+    # "name [N tasks]")
     batches: list[tuple[BatchReport, BatchReport, list[list[str]]]]
 
 
@@ -109,7 +110,8 @@ def _seeded_then_continuous(spark, settings, broker, topic, store: str, seed: in
     assert sum(r.records_in for r in reports) == len(ref.records) - len(seeding)
 
     def stages(job: int) -> list[str]:
-        return [info.name for info in map(tracker.getStageInfo, tracker.getJobInfo(job).stageIds) if info]
+        return [f"{info.name} [{info.numTasks} tasks]"
+                for info in map(tracker.getStageInfo, sorted(tracker.getJobInfo(job).stageIds)) if info]
 
     batches = [(r, previous, [stages(j) for j in sorted(now - before)])
                for previous, r, before, now in zip(reports, reports[1:], jobs_after, jobs_after[1:]) if r.records_in]
@@ -131,6 +133,13 @@ def _assert_equals_reference(spark, settings, store: str, ref: ReferenceTopic) -
     assert {p.name for p in Path(changelog).rglob("*.parquet")} == _files_named_by_commits(spark, changelog)
 
 
+def _reads_once(job: list[str]) -> bool:
+    """The job's first stage reads the batch once, however the step combines its events and
+    tombstones: at most a task per source partition with records (a union of two reads has both
+    reads' tasks)."""
+    return int(job[0].rsplit("[", 1)[1].split()[0]) <= PARTITIONS
+
+
 def _writes(jobs: list[list[str]]) -> int:
     return sum(any(WRITE in stage for stage in job) for job in jobs)
 
@@ -150,6 +159,7 @@ def test_a_batch_written_through_runs_one_job(store, seed, broker, spark, make_s
             assert _writes(jobs) == 2 and _writes(jobs[:1]) == 1 and _writes(jobs[-1:]) == 1, jobs
         else:
             assert len(jobs) == 1 and _writes(jobs) == 1, jobs
+        assert all(_reads_once(job) for job in jobs), jobs
     _assert_equals_reference(spark, settings, store, done.ref)
 
 
@@ -180,6 +190,7 @@ def test_tombstones_applied_in_place_equal_the_reference(broker, spark, make_set
     done = _seeded_then_continuous(spark, settings, broker, topic, "pulse_counts", 41, chunks)
     deleting = [jobs for report, _, jobs in done.batches if report.tombstones]
     assert deleting and all(_writes([job]) == 1 for jobs in deleting for job in jobs), deleting
+    assert all(_reads_once(job) for jobs in deleting for job in jobs), deleting
     _assert_equals_reference(spark, settings, "pulse_counts", done.ref)
 
 

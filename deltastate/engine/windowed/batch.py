@@ -38,7 +38,6 @@ from deltastate.engine.windowed.changes import StateJoin, WindowedChanges, step_
 from deltastate.engine.windowed.live_store import LiveStore
 from deltastate.engine.windowed.records import (
     IS_DELETE,
-    IS_EVENT,
     IS_LATE,
     RecordsPlan,
     flag_columns,
@@ -147,7 +146,6 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
     count_late = Aggregate(spark, ["partition"], [F.count(F.lit(1)).alias("count")])
     op_counts = {op: F.count_if(F.col(layout.OP) == F.lit(op)) for op in (layout.OP_PUT, layout.OP_DELETE)}
     observed_ops = [c.alias(op) for op, c in op_counts.items()]
-    events, deletes = F.col(IS_EVENT), F.col(IS_DELETE)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
@@ -191,7 +189,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                     if staging else None)
 
             def planned(has_deletes: bool) -> tuple[WindowedChanges, DataFrame, StagedAppend | None, Observation]:
-                changes = step(entries, join, b.where(events), b.where(deletes), has_deletes)
+                changes = step(entries, join, b, has_deletes)
                 cached.extend(changes.cached)
                 rows = changelog_rows(changes, batch_id)
                 ops, staged = Observation(f"ops_{uuid.uuid4().hex}"), None

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from deltastate.changelog.layout import KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
 from deltastate.engine.common.steps import MapInArrow, Select, SortWithinPartitions, Where
 from deltastate.engine.windowed import sessions as session_merge
-from deltastate.engine.windowed.records import IS_DELETE, IS_LATE, STORE_TIME, event_fields, session_store_time
+from deltastate.engine.windowed.records import IS_DELETE, IS_EVENT, IS_LATE, STORE_TIME, event_fields, session_store_time
 from deltastate.engine.windowed.stream_time import STREAM_TIME
 from deltastate.engine.windowed.windows import ByKey, Joined, JoinedDeleting, WindowPlan
 from deltastate.stores.definition import StoreDefinition
@@ -74,32 +74,35 @@ class StateJoin:
     keyed: ByKey
 
 
-# One batch's step: (entries, state join or None while seeding, events, deletes, has_deletes) -> its changes.
-Step = Callable[[Entries, StateJoin | None, DataFrame, DataFrame, bool], WindowedChanges]
+# One batch's step: (entries, state join or None while seeding, the batch's classified records
+# (flags is_event, is_delete, is_late), has_deletes) -> its changes. A step filters the records it
+# needs itself: events and tombstones taken as one filter of the records, not a union of two, read
+# the cache once (a union's tasks are both sides' tasks).
+Step = Callable[[Entries, StateJoin | None, DataFrame, bool], WindowedChanges]
 
 
 def window_step(spark: SparkSession, store: StoreDefinition) -> Step:
     """A window store's step: its events' windows aggregated and merged with their entries (joined
     in place once the state is seeded), tombstones removing keys."""
     plan = WindowPlan(spark, store)
-    not_late = ~F.col(IS_LATE)
+    is_applied, is_delete = F.col(IS_EVENT) & ~F.col(IS_LATE), F.col(IS_DELETE)
+    applied_only, deletes_only, applied_or_deletes = Where(is_applied), Where(is_delete), Where(is_applied | is_delete)
     wanted = Select(spark, ["key_str", WINDOW_START, WINDOW_END])
     whole_keys = _whole_keys(spark)
 
-    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
-             has_deletes: bool) -> WindowedChanges:
+    def step(entries: Entries, join: StateJoin | None, records: DataFrame, has_deletes: bool) -> WindowedChanges:
         # The state read asks for the windows the batch's events fall into, one lookup each, so it
         # costs what the batch touches, not what retention keeps; a key the batch deletes is read whole.
-        applied = events.where(not_late)
         if not has_deletes:  # most batches: no delete join, and nothing for deletes to remove
-            contributions = plan.contributions(applied, None)
+            contributions = plan.contributions(applied_only(records), None)
             if join is not None:
                 return WindowedChanges(plan.joined_puts(contributions, join.by_key, join.joined))
             puts, _ = plan.changes(contributions, entries(wanted(contributions)), None)
             return WindowedChanges(puts)
         if join is not None:  # in place too: a deleted key's entries are found where they lie
-            return WindowedChanges(plan.joined_changes(applied.union(deletes), join.by_key, join.joined_deleting),
+            return WindowedChanges(plan.joined_changes(applied_or_deletes(records), join.by_key, join.joined_deleting),
                                    mixed=True)
+        applied, deletes = applied_only(records), deletes_only(records)
         delete_offsets = deletes.groupBy("key_str").agg(F.max("offset").alias("delete_offset"),
                                                         F.max("partition").alias("delete_partition"))
         contributions = plan.contributions(applied, delete_offsets)
@@ -131,6 +134,15 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
         F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
         F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete")])
+    # The batch's events and tombstones in one select, as records and delete_records give them.
+    is_event, is_delete = F.col(IS_EVENT), F.col(IS_DELETE)
+    in_batch, events_only, deletes_only = Where(is_event | is_delete), Where(is_event), Where(is_delete)
+    kept = ~is_delete
+    batch_records = Select(spark, [
+        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
+        F.when(kept, F.col(store.event_time_field)).alias("ts"), F.when(kept, F.col(STREAM_TIME)).alias(STREAM_TIME),
+        F.when(kept, session_store_time(spec)).alias(STORE_TIME), is_delete.alias("is_delete"),
+        *[F.when(kept, F.col(f)).alias(f) for f in fields if f != "ts"]])
     whole_keys = _whole_keys(spark)
     as_state = Select(spark, ["*", F.lit(session_merge.STATE).alias("kind")])
     output_ddl = session_merge.output_ddl(store)
@@ -144,13 +156,13 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     merge = MapInArrow(spark, _late_counted(store, late_seen_in_place), output_ddl)
     late_only, not_late = Where(is_late), Where(~is_late)
 
-    def step(entries: Entries, join: StateJoin | None, events: DataFrame, deletes: DataFrame,
-             has_deletes: bool) -> WindowedChanges:
+    def step(entries: Entries, join: StateJoin | None, classified: DataFrame, has_deletes: bool) -> WindowedChanges:
         # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
         # A session's bounds move as it merges: the batch reads every live session of the keys it
         # touches (a prefix scan each), where a join looks entries up by their bounds.
         if join is not None:
-            return in_place(join, events, deletes)
+            return in_place(join, classified)
+        events, deletes = events_only(classified), deletes_only(classified)
         state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
         merged_input = (state.unionByName(records(events), allowMissingColumns=True)
                         .unionByName(delete_records(deletes), allowMissingColumns=True))
@@ -165,14 +177,13 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(late_only(out)),
                                lambda: bool(late_seen.get["late_rows"]), (out,))
 
-    def in_place(join: StateJoin, events: DataFrame, deletes: DataFrame) -> WindowedChanges:
+    def in_place(join: StateJoin, classified: DataFrame) -> WindowedChanges:
         # The records are shuffled by key into the state's partitions once; each task reads its keys'
         # sessions, merges, and (in the batch's write) writes the state and the changelog's files.
         # No checkpoint: the merge runs inside the write job, and again only when it found late
         # records, for their dead letters (it reads the same state version, so it finds the same).
-        # (records and delete_records start with key and kind, as with_entries takes them.)
-        batch_records = records(events).unionByName(delete_records(deletes), allowMissingColumns=True)
-        with_state = join.with_entries(batch_records, "kind", session_merge.STATE)
+        # (batch_records starts with key and kind, as with_entries takes them.)
+        with_state = join.with_entries(batch_records(in_batch(classified)), "kind", session_merge.STATE)
         out = merge(sorted_for_merge(with_state))
         seen_before = late_seen_in_place.value
         return WindowedChanges(marked(join.keyed(not_late(out), "key")), None, late_position(late_only(out)),
