@@ -108,12 +108,12 @@ class MapInArrow:
     """df.mapInArrow(func, schema), the function pickled once.
 
     PySpark's mapInArrow pickles the function into a new Python UDF on every call, parses its schema
-    and looks each input column up in the JVM: tens of milliseconds a micro-batch for a step whose
-    function never changes. Here the UDF is built once, and its input columns once for each set of
-    columns it is applied to (a run's batches all bring the same)."""
+    and looks each input column up in the JVM (a round trip each), for a step whose function never
+    changes. Here the UDF is built once, and its input columns once for each set of columns it is
+    applied to (a run's batches all bring the same)."""
 
     def __init__(self, spark: SparkSession, func: ArrowBatches, schema: str) -> None:
-        from pyspark.sql.pandas.functions import pandas_udf
+        from pyspark.sql.pandas.functions import pandas_udf  # imports pandas: only for a run that maps
 
         udf = pandas_udf(func, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)  # type: ignore[call-overload]
         self._spark = spark

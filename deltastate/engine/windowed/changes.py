@@ -125,18 +125,10 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     spec = store.session
     assert spec is not None
     fields = event_fields(store)
-    records = Select(spark, [
-        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.col(store.event_time_field).alias("ts"), STREAM_TIME,
-        session_store_time(spec).alias(STORE_TIME), F.lit(False).alias("is_delete"),
-        *[F.col(f) for f in fields if f != "ts"]])
-    delete_records = Select(spark, [
-        F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.lit(None).cast("bigint").alias("ts"), F.lit(None).cast("bigint").alias(STREAM_TIME),
-        F.lit(None).cast("bigint").alias(STORE_TIME), F.lit(True).alias("is_delete")])
-    # The batch's events and tombstones in one select, as records and delete_records give them.
+    # The batch's events and tombstones, one row each, in one select of one filter: an event with
+    # its time, stream time and fields; a tombstone (is_delete) with nulls there.
     is_event, is_delete = F.col(IS_EVENT), F.col(IS_DELETE)
-    in_batch, events_only, deletes_only = Where(is_event | is_delete), Where(is_event), Where(is_delete)
+    in_batch = Where(is_event | is_delete)
     kept = ~is_delete
     batch_records = Select(spark, [
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
@@ -162,14 +154,13 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         # touches (a prefix scan each), where a join looks entries up by their bounds.
         if join is not None:
             return in_place(join, classified)
-        events, deletes = events_only(classified), deletes_only(classified)
-        state = as_state(entries(whole_keys(events).unionByName(whole_keys(deletes))))
-        merged_input = (state.unionByName(records(events), allowMissingColumns=True)
-                        .unionByName(delete_records(deletes), allowMissingColumns=True))
+        touched = in_batch(classified)
+        state = as_state(entries(whole_keys(touched)))
+        merged_input = state.unionByName(batch_records(touched), allowMissingColumns=True)
         # Checkpointed, not cached: a seeding batch's merge reads the changelog, and Delta invalidates
         # every cached plan over a table it appends to, so a cached merge ran again after the changelog
         # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
-        partitions = int(events.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        partitions = int(classified.sparkSession.conf.get("spark.sql.shuffle.partitions"))
         late_seen = Observation(f"late_{uuid.uuid4().hex}")
         out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
                .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)

@@ -86,9 +86,12 @@ class Forwarder:
             target = url + ask.raw_path.decode("latin-1") + ("?" + ask.query.decode("latin-1") if ask.query else "")
             try:
                 answer = await self._http().request(ask.method, target, headers=headers, content=ask.body or None)
-            except httpx.TransportError:
+            except (httpx.TransportError, AttributeError):
                 # Refused, timed out, reset, or a pooled connection to a process that died broke on
-                # the write (kill -9 leaves the socket half open): every way of not answering.
+                # the write (kill -9 leaves the socket half open): every way of not answering. A
+                # connection the dying peer closes as it opens can also fail inside anyio, which then
+                # asks the closed transport for its socket and finds None (an AttributeError from
+                # the client's call, with no answer either).
                 self._down[url] = time.monotonic() + self.down_for_s
                 continue
             self._down.pop(url, None)
