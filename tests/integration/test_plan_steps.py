@@ -7,12 +7,10 @@ from __future__ import annotations
 import contextlib
 
 import py4j.clientserver
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
-from deltastate.engine.common.steps import Aggregate, Join, MapInArrow, Observe, Select, SortWithinPartitions, Where
+from deltastate.engine.common.steps import Aggregate, Join, Observe, Select, SortWithinPartitions, Where
 from deltastate.engine.windowed.stream_time import stream_time_before
 
 
@@ -83,26 +81,6 @@ def test_where_and_sort_within_partitions_answer_as_pyspark(spark, events):
     with round_trips() as built:
         Where(condition)(events)
     assert built["n"] == 1
-
-
-def test_map_in_arrow_answers_as_pyspark_and_pickles_once(spark, events):
-    def _doubled_where_odd(batches):  # defined here, pickled by value (workers cannot import tests)
-        for batch in batches:  # reads its input by name: the step hands every column over, named
-            odd = batch.filter(pc.equal(pc.bit_wise_and(batch.column("n"), 1), 1))
-            yield pa.RecordBatch.from_arrays([odd.column("g"), pc.multiply(odd.column("n"), 2)], names=["g", "n2"])
-
-    step = MapInArrow(spark, _doubled_where_odd, "g int, n2 long")
-    expected = _rows(events.mapInArrow(_doubled_where_odd, "g int, n2 long"))
-    assert expected and _rows(step(events)) == expected
-    dotted = events.select(F.col("g"), F.col("n"), F.col("x").alias("a.b"))  # a dotted name is one column here
-    assert _rows(step(dotted)) == expected  # other input columns: converted again, same answer
-    step(events)
-    with round_trips() as built:
-        step(events)
-    with round_trips() as own:
-        events.mapInArrow(_doubled_where_odd, "g int, n2 long")
-    assert built["n"] == 2  # the function's call over the columns, the map
-    assert own["n"] > len(events.columns) + 2  # PySpark looks each column up, and pickles the function again
 
 
 def test_observe_reports_what_an_aggregate_answers(spark, events):

@@ -17,13 +17,11 @@ import pytest
 
 from deltastate.changelog.rules import is_retained, retained_column, retention_horizon, store_time
 from deltastate.engine.windowed.lateness import session_close_time, session_late, window_close_time
-from deltastate.engine.windowed.sessions import Session, process_key
-from deltastate.stores.definition import Aggregation, SessionSpec, WindowSpec
+from deltastate.stores.definition import SessionSpec, WindowSpec
 
 HOPPING = WindowSpec(size_ms=5_000, advance_ms=1_000, grace_ms=2_000, retention_ms=10_000)
 TUMBLING = WindowSpec(size_ms=60_000, advance_ms=60_000, grace_ms=5_000, retention_ms=21_600_000)
 SESSIONS = SessionSpec(gap_ms=100, grace_ms=30, retention_ms=2_000)
-AGGS = (Aggregation("event_count", "count", None),)
 
 
 # -- window lateness -----------------------------------------------------------------------------
@@ -50,51 +48,6 @@ def test_session_close_time_includes_the_gap(merged_end: int, late: bool) -> Non
     # stream time 1_000, grace 30, gap 100: close time 870.
     assert session_close_time(1_000, SESSIONS.gap_ms, SESSIONS.grace_ms) == 870
     assert session_late(merged_end, 1_000, SESSIONS.gap_ms, SESSIONS.grace_ms) is late
-
-
-def _session(start: int, end: int, events: int = 1, offset: int = 0) -> Session:
-    return Session(start, end, events, {"event_count": events}, {}, 0, offset, end)
-
-
-def _event(offset: int, ts: int, stream_time: int, before: int | None = None) -> dict:
-    return {"offset": offset, "partition": 0, "ts": ts, "stream_time": stream_time,
-            "store_time": stream_time if before is None else before, "is_delete": False}
-
-
-def _bounds(sessions: list[Session]) -> set[tuple[int, int, int]]:
-    return {(s.start, s.end, s.events) for s in sessions}
-
-
-@pytest.mark.parametrize(("ts", "late"), [(869, True), (870, False), (871, False)])
-def test_lone_event_at_the_close_time(ts: int, late: bool) -> None:
-    """No session within the gap: the merged session is the event alone, [ts, ts]."""
-    result = process_key(AGGS, SESSIONS, [_session(1_000, 1_000, offset=1)], [_event(2, ts, 1_000)])
-    assert result.late_offsets == ([2] if late else [])
-    assert _bounds(result.puts) == (set() if late else {(ts, ts, 1)})
-
-
-def test_late_alone_but_merged_into_a_later_session() -> None:
-    """ts 800 < close time 870, but findSessions(700, 900) reaches [880, 1_000]: the merged end 1_000
-    is not late, so the event extends the session backwards."""
-    result = process_key(AGGS, SESSIONS, [_session(880, 1_000, 3)], [_event(5, 800, 1_000)])
-    assert result.late_offsets == []
-    assert _bounds(result.puts) == {(800, 1_000, 4)}
-    assert [(s, e) for s, e, _, _ in result.deleted] == [(880, 1_000)]
-
-
-@pytest.mark.parametrize(("second_start", "bridged"), [(980, True), (981, False)])
-def test_event_bridging_two_sessions(second_start: int, bridged: bool) -> None:
-    """[700, 780] and [second_start, 1_000], event at 880 (close time 870): findSessions(780, 980)
-    reaches [700, 780] (end 780 >= 780: the gap is inclusive) and the second session only when it
-    starts at or before 980. Bridged: one session [700, 1_000] and tombstones for both."""
-    state = [_session(700, 780, 2), _session(second_start, 1_000, 3)]
-    result = process_key(AGGS, SESSIONS, state, [_event(9, 880, 1_000)])
-    if bridged:
-        assert _bounds(result.puts) == {(700, 1_000, 6)}
-        assert sorted((s, e) for s, e, _, _ in result.deleted) == [(700, 780), (980, 1_000)]
-    else:
-        assert _bounds(result.puts) == {(700, 880, 3)}
-        assert [(s, e) for s, e, _, _ in result.deleted] == [(700, 780)]
 
 
 # -- retention -------------------------------------------------------------------------------------
@@ -143,23 +96,3 @@ def test_session_retention_by_end(end: int, retained: bool) -> None:
 def test_no_stream_time_retains_everything() -> None:
     assert is_retained(HOPPING, 0, 5_000, None)
     assert is_retained(SESSIONS, 0, 0, None)
-
-
-def test_merge_reaches_only_retained_sessions() -> None:
-    """Retention gap + grace = 130 at store time 1_000: reads start at 871. An event at 880 is
-    within the gap of [770, 870] but the store no longer returns it: a new session [880, 880]."""
-    spec = SessionSpec(gap_ms=100, grace_ms=30, retention_ms=130)
-    result = process_key(AGGS, spec, [_session(770, 870, 2)], [_event(4, 880, 1_000)])
-    assert _bounds(result.puts) == {(880, 880, 1)} and result.deleted == []
-    result = process_key(AGGS, spec, [_session(771, 871, 2)], [_event(4, 880, 1_000)])
-    assert _bounds(result.puts) == {(771, 880, 3)}
-
-
-@pytest.mark.parametrize(("before", "merged"), [(1_000, False), (999, True)])
-def test_merge_judges_retention_at_the_stream_time_before_the_event(before: int, merged: bool) -> None:
-    """No grace, retention = gap = 100, event at 1_000 (stream time 1_000), session [850, 900]:
-    findSessions(900, 1_100) runs before the event's session is stored. If the store had already
-    seen 1_000, reads start at 901 and miss it; if it had seen 999, they start at 900 and merge."""
-    spec = SessionSpec(gap_ms=100, grace_ms=0, retention_ms=100)
-    result = process_key(AGGS, spec, [_session(850, 900, 2)], [_event(3, 1_000, 1_000, before=before)])
-    assert _bounds(result.puts) == ({(850, 1_000, 3)} if merged else {(1_000, 1_000, 1)})

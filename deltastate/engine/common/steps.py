@@ -9,10 +9,8 @@ columns name what they read (F.col), so one step applies to every batch's DataFr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 
-import pyarrow as pa
-from pyspark.rdd import PythonEvalType
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import _to_java_column, _to_seq
@@ -94,35 +92,3 @@ class SortWithinPartitions:
 
     def __call__(self, df: DataFrame) -> DataFrame:
         return ClassicDataFrame(df._jdf.sortWithinPartitions(self._columns), df.sparkSession)
-
-
-ArrowBatches = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
-
-
-def _quoted(name: str) -> str:
-    """A column name as F.col reads it literally (dots and all)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-class MapInArrow:
-    """df.mapInArrow(func, schema), the function pickled once.
-
-    PySpark's mapInArrow pickles the function into a new Python UDF on every call, parses its schema
-    and looks each input column up in the JVM (a round trip each), for a step whose function never
-    changes. Here the UDF is built once, and its input columns once for each set of columns it is
-    applied to (a run's batches all bring the same)."""
-
-    def __init__(self, spark: SparkSession, func: ArrowBatches, schema: str) -> None:
-        from pyspark.sql.pandas.functions import pandas_udf  # imports pandas: only for a run that maps
-
-        udf = pandas_udf(func, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)  # type: ignore[call-overload]
-        self._spark = spark
-        self._judf = udf._unwrapped._judf  # the pickled function, as a JVM UserDefinedPythonFunction
-        self._inputs: tuple[tuple[str, ...], object] | None = None
-
-    def __call__(self, df: DataFrame) -> DataFrame:
-        columns = tuple(df.columns)
-        if self._inputs is None or self._inputs[0] != columns:
-            self._inputs = columns, jvm_columns(self._spark, [F.col(_quoted(c)) for c in columns])
-        function = self._judf.apply(self._inputs[1])
-        return ClassicDataFrame(df._jdf.mapInArrow(function, False, None), df.sparkSession)

@@ -185,7 +185,7 @@ def windowed_writer(spark: SparkSession, settings: Settings, store: StoreDefinit
                               lambda rows, prefix, deleted, removed: live[0].joined_deleting(
                                   rows, batch_id, horizon, prefix, deleted, removed),
                               lambda rows, kind, state: live[0].with_entries(rows, batch_id, horizon, kind, state),
-                              live[0].keyed)
+                              live[0].partitions)
                     if staging else None)
 
             def planned(has_deletes: bool) -> tuple[WindowedChanges, DataFrame, StagedAppend | None, Observation]:

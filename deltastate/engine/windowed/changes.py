@@ -5,20 +5,16 @@ plan are built once per run (engine/common/steps.py); batch.py writes what they 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark import Accumulator
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltastate.changelog.layout import KEY, SOURCE_OFFSET, SOURCE_PARTITION, WINDOW_END, WINDOW_START
-from deltastate.engine.common.steps import MapInArrow, Select, SortWithinPartitions, Where
+from deltastate.engine.common.steps import Select, SortWithinPartitions, Where
 from deltastate.engine.windowed import sessions as session_merge
-from deltastate.engine.windowed.records import IS_DELETE, IS_EVENT, IS_LATE, STORE_TIME, event_fields, session_store_time
+from deltastate.engine.windowed.records import IS_DELETE, IS_EVENT, IS_LATE, event_fields, session_store_time
 from deltastate.engine.windowed.stream_time import STREAM_TIME
 from deltastate.engine.windowed.windows import ByKey, Joined, JoinedDeleting, WindowPlan
 from deltastate.stores.definition import StoreDefinition
@@ -63,15 +59,15 @@ WithEntries = Callable[[DataFrame, str, int], DataFrame]
 
 @dataclass(frozen=True)
 class StateJoin:
-    """A seeded state a batch joins where it lies (LiveStore.by_key, joined, with_entries and keyed at
-    the batch's version and horizon), in a batch that writes it through: the batch's lookups, merge
-    and state write run in one task per partition."""
+    """A seeded state a batch joins where it lies (LiveStore.by_key, joined and with_entries at the
+    batch's version and horizon; its partition count), in a batch that writes it through: the
+    batch's lookups, merge and state write run in one task per partition."""
 
     by_key: ByKey
     joined: Joined
     joined_deleting: JoinedDeleting
     with_entries: WithEntries
-    keyed: ByKey
+    partitions: int
 
 
 # One batch's step: (entries, state join or None while seeding, the batch's classified records
@@ -126,34 +122,34 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
     assert spec is not None
     fields = event_fields(store)
     # The batch's events and tombstones, one row each, in one select of one filter: an event with
-    # its time, stream time and fields; a tombstone (is_delete) with nulls there.
+    # its time, its thresholds and fields; a tombstone (is_delete) with nulls there.
     is_event, is_delete = F.col(IS_EVENT), F.col(IS_DELETE)
     in_batch = Where(is_event | is_delete)
     kept = ~is_delete
+    late_below, retained_above = session_merge.thresholds(store, F.col(STREAM_TIME), session_store_time(spec))
     batch_records = Select(spark, [
         F.col("key_str").alias("key"), F.lit(session_merge.RECORD).alias("kind"), "partition", "offset",
-        F.when(kept, F.col(store.event_time_field)).alias("ts"), F.when(kept, F.col(STREAM_TIME)).alias(STREAM_TIME),
-        F.when(kept, session_store_time(spec)).alias(STORE_TIME), is_delete.alias("is_delete"),
+        F.when(kept, F.col(store.event_time_field)).alias("ts"),
+        F.when(kept, late_below).alias(session_merge.LATE_BELOW),
+        F.when(kept, retained_above).alias(session_merge.RETAINED_ABOVE), is_delete.alias("is_delete"),
         *[F.when(kept, F.col(f)).alias(f) for f in fields if f != "ts"]])
     whole_keys = _whole_keys(spark)
     as_state = Select(spark, ["*", F.lit(session_merge.STATE).alias("kind")])
-    output_ddl = session_merge.output_ddl(store)
-    is_put, is_removed, is_late = (F.col("kind") == "put"), (F.col("kind") == "delete"), (F.col("kind") == session_merge.LATE)
+    is_put = F.col("kind") == session_merge.PUT
+    is_removed, is_late = F.col("kind") == session_merge.DELETE, F.col("kind") == session_merge.LATE
     late_position = Select(spark, [F.col(SOURCE_PARTITION).alias("partition"), F.col(SOURCE_OFFSET).alias("offset")])
-    late_rows = F.count_if(is_late).alias("late_rows")  # counted as the merge runs: most batches have none
-
     marked = Select(spark, ["*", is_removed.alias(IS_DELETE)])  # a mixed frame's rows told apart
-    late_seen_in_place = spark.sparkContext.accumulator(0)  # late rows of in-place merges, over the run
     sorted_for_merge = SortWithinPartitions(spark, ["key", "kind", "offset"])
-    merge = MapInArrow(spark, _late_counted(store, late_seen_in_place), output_ddl)
-    late_only, not_late = Where(is_late), Where(~is_late)
+    merge = session_merge.SessionMerge(spark, store)
+    late_only, not_late, puts_only, removed_only = Where(is_late), Where(~is_late), Where(is_put), Where(is_removed)
 
     def step(entries: Entries, join: StateJoin | None, classified: DataFrame, has_deletes: bool) -> WindowedChanges:
         # has_deletes is not needed: the merge meets each key's deletes in offset order as it goes.
         # A session's bounds move as it merges: the batch reads every live session of the keys it
         # touches (a prefix scan each), where a join looks entries up by their bounds.
+        seen_before = merge.late_rows()
         if join is not None:
-            return in_place(join, classified)
+            return in_place(join, classified, seen_before)
         touched = in_batch(classified)
         state = as_state(entries(whole_keys(touched)))
         merged_input = state.unionByName(batch_records(touched), allowMissingColumns=True)
@@ -161,38 +157,22 @@ def session_step(spark: SparkSession, store: StoreDefinition) -> Step:
         # every cached plan over a table it appends to, so a cached merge ran again after the changelog
         # append (for the late counts and dead letters). A local checkpoint cuts the plan off the table.
         partitions = int(classified.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-        late_seen = Observation(f"late_{uuid.uuid4().hex}")
-        out = (merged_input.repartition(partitions, "key").sortWithinPartitions("key", "kind", "offset")
-               .mapInArrow(lambda batches: session_merge.merge_partition(store, batches), output_ddl)
-               .observe(late_seen, late_rows)).localCheckpoint(eager=True)
-        return WindowedChanges(out.where(is_put), out.where(is_removed), late_position(late_only(out)),
-                               lambda: bool(late_seen.get["late_rows"]), (out,))
+        out = merge(sorted_for_merge(merged_input.repartition(partitions, "key"))).localCheckpoint(eager=True)
+        return WindowedChanges(puts_only(out), removed_only(out), late_position(late_only(out)),
+                               lambda: merge.late_rows() > seen_before, (out,))
 
-    def in_place(join: StateJoin, classified: DataFrame) -> WindowedChanges:
+    def in_place(join: StateJoin, classified: DataFrame, seen_before: int) -> WindowedChanges:
         # The records are shuffled by key into the state's partitions once; each task reads its keys'
         # sessions, merges, and (in the batch's write) writes the state and the changelog's files.
         # No checkpoint: the merge runs inside the write job, and again only when it found late
         # records, for their dead letters (it reads the same state version, so it finds the same).
         # (batch_records starts with key and kind, as with_entries takes them.)
         with_state = join.with_entries(batch_records(in_batch(classified)), "kind", session_merge.STATE)
-        out = merge(sorted_for_merge(with_state))
-        seen_before = late_seen_in_place.value
-        return WindowedChanges(marked(join.keyed(not_late(out), "key")), None, late_position(late_only(out)),
-                               lambda: late_seen_in_place.value > seen_before, mixed=True)
+        out = merge(sorted_for_merge(with_state), join.partitions)
+        return WindowedChanges(marked(not_late(out)), None, late_position(late_only(out)),
+                               lambda: merge.late_rows() > seen_before, mixed=True)
 
     return step
-
-
-def _late_counted(store: StoreDefinition, late_seen: Accumulator[int]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The session merge (mapInArrow body), adding the late rows it emits to late_seen: an in-place
-    merge's output reaches the batch's write inside the state write, where an observation of it
-    would not be reported, so a task tells the driver through the accumulator."""
-    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for out in session_merge.merge_partition(store, batches):
-            late_seen.add(pc.sum(pc.equal(out.column("kind"), session_merge.LATE)).as_py() or 0)
-            yield out
-
-    return merge
 
 
 def step_for(spark: SparkSession, store: StoreDefinition) -> Step:

@@ -85,7 +85,6 @@ class LiveStore:
         self._jjoin = spark._jvm.io.deltastate.LiveLookup.join
         self._jjoin_deleting = spark._jvm.io.deltastate.LiveLookup.joinDeleting
         self._jwith_entries = spark._jvm.io.deltastate.LiveLookup.withEntries
-        self._jkeyed = spark._jvm.io.deltastate.LiveLookup.keyed
         self._entry_nulls = [F.lit(None).cast("bigint").alias(WINDOW_START), F.lit(None).cast("bigint").alias(WINDOW_END),
                              *[F.lit(None).cast(f.dataType).alias(f.name) for f in self.values.fields]]
         self._with_entry_columns: tuple[tuple[str, ...], Select] | None = None  # (records' columns, the select)
@@ -159,7 +158,8 @@ class LiveStore:
         horizon_ms retains: rows of kind state_kind with the key, window_start, window_end and the
         value columns, events, source partition and offset, nulls in the records' other columns
         (io.deltastate.LiveLookup.withEntries). A merge over them that keeps each key's rows where it
-        found them hands its rows to keyed(), then to write_through of the same batch."""
+        found them, and declares so (io.deltastate.SessionMerge), hands its rows to write_through of
+        the same batch."""
         columns = tuple(records.columns)
         if self._with_entry_columns is None or self._with_entry_columns[0] != columns:
             assert columns[:2] == ("key", kind), columns
@@ -169,11 +169,6 @@ class LiveStore:
                                              self._version(batch_id), self.partitions, 3 + len(self.values.fields),
                                              state_kind, 0 if horizon_ms is None else self.sweep_column,
                                              0 if horizon_ms is None else horizon_ms), self.spark)
-
-    def keyed(self, rows: DataFrame, column: str) -> DataFrame:
-        """rows computed where with_entries left their keys, declared partitioned by `column` as the
-        state is, so write_through runs in their tasks (each row is checked)."""
-        return DataFrame(self._jkeyed(rows._jdf, column, self.partitions), self.spark)
 
     def advance(self, batch_id: int) -> None:
         """A batch without records commits its version unchanged, so the next batch finds it."""

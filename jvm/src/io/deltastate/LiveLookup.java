@@ -18,7 +18,6 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.JoinedRow;
@@ -55,8 +54,9 @@ import scala.runtime.AbstractFunction2;
  * does between restoring and saving state), and the batch's state work is one stage.
  *
  * withEntries does the same for a session store, whose merge needs every live session of a key:
- * the rows keep their partition and gain their keys' entries from a prefix scan each; keyed declares
- * what a merge over them leaves where it found it, so writeThrough runs in the same tasks.
+ * the rows keep their partition and gain their keys' entries from a prefix scan each; a merge over
+ * them that leaves each key's rows where it found them (SessionMerge) declares so, and writeThrough
+ * runs in the same tasks.
  */
 public final class LiveLookup {
     private LiveLookup() {}
@@ -134,22 +134,6 @@ public final class LiveLookup {
     }
 
     /**
-     * rows computed in the partitions of a withEntries (a merge that keeps each key's rows where it
-     * found them), declared partitioned by `column` into `partitions`, so writeThrough over them runs
-     * in the same tasks and writes the store they read. Each row is checked: one found in another
-     * partition than Spark's hash partitioning puts its key in fails its task, naming the key.
-     */
-    public static Dataset<Row> keyed(Dataset<Row> rows, String column, int partitions) {
-        org.apache.spark.sql.classic.Dataset<Row> ds = (org.apache.spark.sql.classic.Dataset<Row>) rows;
-        int index = ds.schema().fieldIndex(column);
-        Expression partitionOf = new HashPartitioning(seq(new BoundReference(index, DataTypes.StringType, true)),
-                                                      partitions).partitionIdExpression();
-        RDD<InternalRow> checked = ds.queryExecution().toRdd().mapPartitionsWithIndex(
-            new InPlace(partitionOf, index), true, LiveEntryStore.ROW);
-        return declared(ds.sparkSession(), checked, ds.schema(), index, partitions);
-    }
-
-    /**
      * rows partitioned by their first column (the key) into the state's partitions. Spark plans no
      * shuffle for this when rows already are partitioned so (EnsureRequirements drops a repartition
      * its input satisfies).
@@ -167,7 +151,7 @@ public final class LiveLookup {
     }
 
     /** A Dataset over rdd (of schema) that Spark knows is hash-partitioned by column `key`. */
-    private static Dataset<Row> declared(SparkSession spark, RDD<InternalRow> rdd, StructType schema, int key,
+    static Dataset<Row> declared(SparkSession spark, RDD<InternalRow> rdd, StructType schema, int key,
                                          int partitions) {
         List<Attribute> attributes = new ArrayList<>(CollectionConverters.asJava(DataTypeUtils.toAttributes(schema)));
         LogicalRDD plan = new LogicalRDD(CollectionConverters.asScala(attributes).toList(), rdd,
@@ -432,31 +416,6 @@ public final class LiveLookup {
                     });
                 }
             };
-        }
-    }
-
-    /** Hands a partition's rows on, each checked to be in the partition its key hashes to. */
-    private static final class InPlace
-            extends AbstractFunction2<Object, Iterator<InternalRow>, Iterator<InternalRow>> implements Serializable {
-        private final Expression partitionOf;
-        private final int keyColumn;
-
-        InPlace(Expression partitionOf, int keyColumn) {
-            this.partitionOf = partitionOf;
-            this.keyColumn = keyColumn;
-        }
-
-        @Override
-        public Iterator<InternalRow> apply(Object index, Iterator<InternalRow> rows) {
-            int partition = (Integer) index;
-            UnsafeProjection of = UnsafeProjection.create(seq(partitionOf));
-            return rows.map(row -> {
-                if (of.apply(row).getInt(0) != partition) {
-                    throw new IllegalStateException("key '" + row.getUTF8String(keyColumn) + "' reached partition "
-                        + partition + ", not the one its hash names: the rows were not kept where their keys were");
-                }
-                return row;
-            });
         }
     }
 }
