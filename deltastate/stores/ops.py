@@ -4,10 +4,10 @@ An op is two facts: what one event contributes (1 for `count`, the event's field
 and how two partial values combine, earlier then later (`add`, `min`, `max`, `latest`; `mean` keeps
 a sum and divides by the entry's event count). Every fold reads this table:
 
-- the key-value engine's fold (jvm/src/io/deltastate/ResettableFold.java) is given each slot's
-  combine, not the op's name, so the JVM knows the four combines and nothing about ops;
-- the Python folds (`latest` reads in query/latest.py, the LRU store's fold, the session merge) call
-  `combine` below;
+- the key-value engine's fold (jvm/src/io/deltastate/ResettableFold.java) and the session merge
+  (jvm/src/io/deltastate/SessionMerge.java) are given each slot's combine, not the op's name, so the
+  JVM knows the combines and nothing about ops;
+- the Python folds (`latest` reads in query/latest.py, the LRU store's fold) call `combine` below;
 - the window engine's batch SQL takes `spark_partial` and `spark_merge` below.
 
 A missing value (a null field) is absent, never zero: it leaves the other side as it is. `latest`

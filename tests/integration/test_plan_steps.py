@@ -5,8 +5,10 @@ expression answers what the literal map answered."""
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import py4j.clientserver
+import py4j.protocol as proto
 import pytest
 from pyspark.sql import functions as F
 
@@ -16,12 +18,17 @@ from deltastate.engine.windowed.stream_time import stream_time_before
 
 @contextlib.contextmanager
 def round_trips():
-    """Counts the py4j commands this block sends to the JVM."""
+    """Counts the py4j commands this block's thread sends to the JVM. The garbage collector's
+    releases of Java objects (py4j's memory-delete command, sent whenever a collection runs) are not
+    the block's calls, and are not counted."""
     counted = {"n": 0}
     send = py4j.clientserver.ClientServerConnection.send_command
+    me = threading.get_ident()
+    release = proto.MEMORY_COMMAND_NAME + proto.MEMORY_DEL_SUBCOMMAND_NAME
 
     def counting(self, command):
-        counted["n"] += 1
+        if threading.get_ident() == me and not command.startswith(release):
+            counted["n"] += 1
         return send(self, command)
 
     py4j.clientserver.ClientServerConnection.send_command = counting

@@ -21,6 +21,7 @@ from support.session_merge import Merge, Put, state_row
 
 from deltastate.changelog.rules import is_retained
 from deltastate.stores.definition import Aggregation, SessionSpec
+from deltastate.stores.ops import MEAN, combine, contribution, op
 
 AGGS = (Aggregation("session_start", "min", "ts"), Aggregation("session_end", "max", "ts"),
         Aggregation("event_count", "count", None), Aggregation("last_page", "last", "page"),
@@ -217,3 +218,45 @@ def test_merge_judges_retention_at_the_stream_time_before_the_event(spark, befor
     spec = SessionSpec(gap_ms=100, grace_ms=0, retention_ms=100)
     result = _count_merge(spark, spec).key([_session(850, 900, 2)], [_event(3, 1_000, 1_000, before=before)])
     assert _bounds(result.puts) == ({(850, 1_000, 3)} if merged else {(1_000, 1_000, 1)})
+
+
+def test_each_combine_folds_as_the_op_table_says(spark) -> None:
+    """Every op over long, double and string fields, nulls among them, through the JVM merge: two
+    live sessions bridged by an event, two more events joining the merged session, the values
+    equal to folding the same inputs with stores/ops.py's combine in offset order."""
+    aggs = (Aggregation("n", "count", None), Aggregation("total", "sum", "amount"),
+            Aggregation("units", "sum", "qty"), Aggregation("first_page", "min", "page"),
+            Aggregation("last_page_max", "max", "page"), Aggregation("latest_page", "last", "page"),
+            Aggregation("smallest", "min", "amount"), Aggregation("mean", "avg", "amount"))
+    types = {"n": "long", "total": "double", "units": "long", "first_page": "string", "last_page_max": "string",
+             "latest_page": "string", "smallest": "double", "mean": "double"}
+    merge = Merge(spark, aggs, SESSIONS, types, {"amount": "double", "qty": "bigint", "page": "string"})
+    older = {"n": 2, "total": 5.5, "units": 3, "first_page": "/b", "last_page_max": "/m", "latest_page": "/m",
+             "smallest": 1.5, "mean": 2.75}
+    newer = {"n": 1, "total": None, "units": 7, "first_page": "/z", "last_page_max": "/z", "latest_page": "/z",
+             "smallest": None, "mean": None}
+    state = [state_row(700, 780, older, 2, 0, 4), state_row(900, 950, newer, 1, 0, 8)]
+    # The first event bridges [700, 780] and [900, 950]; none carries a page, so `last` keeps the
+    # page of the session with the higher offset, whichever the merge meets first.
+    events = [{"ts": 850, "amount": None, "qty": 4, "page": None},
+              {"ts": 860, "amount": 2.0, "qty": None, "page": None},
+              {"ts": 870, "amount": -1.0, "qty": 1, "page": None}]
+    records = [{**e, "offset": 10 + i, "partition": 0, "stream_time": 1_000, "store_time": 1_000, "is_delete": False}
+               for i, e in enumerate(events)]
+    result = merge.key(state, records)
+    assert [(p.start, p.end, p.events) for p in result.puts] == [(700, 950, 6)]
+    assert sorted((s, e) for s, e, _, _ in result.deleted) == [(700, 780), (900, 950)]
+
+    # The reference: the two sessions in offset order, then each event, by the op table.
+    expected = {}
+    for a in aggs:
+        kind = op(a.op).combine
+        if kind == MEAN:
+            sums = [older["mean"] * 2, 0.0, *[e["amount"] for e in events]]
+            expected[a.target] = sum(x for x in sums if x is not None) / 6
+            continue
+        held = combine(kind, older[a.target], newer[a.target])
+        for e in events:
+            held = combine(kind, held, contribution(a.op, None if a.source_field is None else e[a.source_field]))
+        expected[a.target] = held
+    assert result.puts[0].values == pytest.approx(expected)

@@ -1,7 +1,8 @@
 """When a window or session store takes an event: Kafka Streams' closing rules, once each.
 
 Each function is plain arithmetic and comparison, so the same code decides on Python ints (the
-session merge, record by record) and builds Spark columns (the first pass over a micro-batch).
+rule tests) and builds Spark columns: the first pass over a micro-batch, and each record's close
+time that the session merge (sessions.py) compares against.
 Stream time is the partition's, the record's own event time included, as Kafka Streams' aggregate
 processors advance it before deciding.
 

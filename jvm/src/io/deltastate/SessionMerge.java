@@ -285,8 +285,10 @@ public final class SessionMerge implements Serializable {
                     sessions.set(indexOf(sessions, one), merged);
                 }
             } else {
+                // The new session holds no offset until a session merges into it, so each one it
+                // takes is earlier or later by its own offset, and `latest` keeps the newest's value.
                 merged = new Session(r.ts, r.ts, 0, new Object[combine.length], new double[combine.length],
-                                     r.partition, r.offset, r.ts, true);
+                                     r.partition, -1L, r.ts, true);
                 for (Session s : overlapping) {
                     mergeInto(merged, s);
                     sessions.remove(indexOf(sessions, s));
