@@ -1,8 +1,15 @@
-"""Spark's own floor for a freshness run: a trivial stateful query at the same trigger and load.
+"""Floors for a freshness run: a trivial stateful query at the same trigger and load, two ways.
 
-`deltastate bench freshness --floor` measures it in the bench's process; `--against-floor` in a
-process of its own (`python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS`, which
-prints its figures as one JSON line), then the store, and sets the two batch medians side by side.
+  * Spark's floor (sink "none"): its batch writer counts the changed keys and writes nothing: what
+    Spark's micro-batch costs alone;
+  * Spark and Delta's floor (sink "delta"): its batch writer appends the changed keys to a Delta
+    table, one plain append per batch (as a store's batches after a run's first are): the least a
+    batch that lands in Delta costs, without decoding, folding, a changelog's columns or an audit.
+
+`deltastate bench freshness --floor [--floor-sink delta]` measures one in the bench's process;
+`--against-floor` measures both, each in a process of its own (`python -m deltastate.bench.floor
+RATE SECONDS TRIGGER WARMUP_SECONDS SINK`, which prints its figures as one JSON line), then the
+store, and sets the batch medians side by side.
 """
 
 from __future__ import annotations
@@ -20,12 +27,24 @@ from deltastate.config import Settings, load_settings
 from deltastate.errors import InfraError
 from deltastate.stores.durations import parse_duration_ms
 
+SINKS = ("none", "delta")
+_NAMES = {"none": "floor: count per key", "delta": "floor: count per key, appended to Delta"}
+
+
+def floor_table(settings: Settings, run_id: str) -> str:
+    """Where the Delta floor of run run_id appends its batches."""
+    return str(settings.home / "bench" / f"floor-{run_id}-table")
+
 
 def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, partitions: int = 4,
-              warmup_seconds: float = 60.0) -> FreshnessFigures:
-    """Spark's own floor at this trigger and load: a trivial stateful query (a count per Kafka key
-    in RocksDB state, update mode) whose batch writer only counts the changed keys, writing nothing.
-    Its batches in the first warmup_seconds of load are not counted, as the store's are not."""
+              warmup_seconds: float = 60.0, sink: str = "none") -> FreshnessFigures:
+    """A floor at this trigger and load: a trivial stateful query (a count per Kafka key in RocksDB
+    state, update mode) whose batch writer counts the changed keys (sink "none") or appends them to a
+    Delta table (sink "delta", at floor_table). Its batches in the first warmup_seconds of load are
+    not counted, as the store's are not; `processed` is the records of the batches Spark still
+    reports (its last 100)."""
+    if sink not in SINKS:
+        raise ValueError(f"floor sink {sink!r}: expected one of {', '.join(SINKS)}")
     from deltastate.infra.spark import get_spark
     from deltastate.ingest.producer import ensure_topic
 
@@ -33,7 +52,7 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     topic = f"bench-floor-{run_id}"
     ensure_topic(settings.kafka_bootstrap, topic, partitions)
     spark = get_spark(settings)
-    figures = FreshnessFigures("floor: count per key", "key_value", "none", rate, trigger, os.cpu_count() or 0)
+    figures = FreshnessFigures(_NAMES[sink], "key_value", "none", rate, trigger, os.cpu_count() or 0)
     load = SteadyLoad(settings.kafka_bootstrap, topic, "player_stats", rate, "ts")
     counts = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.kafka_bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest").load()
@@ -41,7 +60,7 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     query = (counts.writeStream.outputMode("update")
              .option("checkpointLocation", str(settings.home / "bench" / f"floor-{run_id}"))
              .trigger(processingTime=f"{parse_duration_ms(trigger)} milliseconds")
-             .foreachBatch(lambda batch, _: batch.count()).start())
+             .foreachBatch(_writer(sink, floor_table(settings, run_id))).start())
     load.start()
     try:
         time.sleep(warmup_seconds)
@@ -59,16 +78,23 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
                 figures.spark.setdefault(name, []).append(p["durationMs"][name] / 1000)
     figures.batch_s = figures.spark.get("triggerExecution", [])
     figures.produced = load.sent
+    figures.processed = sum(p.get("numInputRows", 0) for p in _progress(query))
     return figures
 
 
+def _writer(sink: str, table: str):
+    if sink == "none":
+        return lambda batch, _: batch.count()
+    return lambda batch, _: batch.write.format("delta").mode("append").save(table)
+
+
 def run_floor_apart(settings: Settings, rate: int, seconds: float, trigger: str,
-                    warmup_seconds: float) -> FreshnessFigures:
+                    warmup_seconds: float, sink: str = "none") -> FreshnessFigures:
     """run_floor in a process of its own (`python -m deltastate.bench.floor`): a store measured after the floor in
     the same JVM runs slower for it, so the floor and the store share the machine, the broker and the
     load, not the JVM."""
     command = [sys.executable, "-m", "deltastate.bench.floor", str(rate), str(seconds), trigger,
-               str(warmup_seconds)]
+               str(warmup_seconds), sink]
     done = subprocess.run(command, env={**os.environ, **settings.to_env()}, capture_output=True, text=True,
                           timeout=3600)
     if done.returncode != 0:
@@ -79,13 +105,18 @@ def run_floor_apart(settings: Settings, rate: int, seconds: float, trigger: str,
     return FreshnessFigures(**found)
 
 
-def against_floor_line(figures: FreshnessFigures, floor: FreshnessFigures) -> str:
-    """The store's micro-batch p50 over Spark's floor's, both measured in one run."""
-    if not figures.batch_s or not floor.batch_s:
-        return "  against the floor: no batches with records to compare"
+def against_floor_lines(figures: FreshnessFigures, floor: FreshnessFigures,
+                        delta_floor: FreshnessFigures) -> list[str]:
+    """The store's micro-batch p50 over Spark's floor's, and above Spark and Delta's, all measured
+    in one run."""
+    if not figures.batch_s or not floor.batch_s or not delta_floor.batch_s:
+        return ["  against the floors: no batches with records to compare"]
     ours, bare = percentile(figures.batch_s, 50), percentile(floor.batch_s, 50)
-    return (f"  against the floor: micro-batch p50 {ours:.3f} s = {ours / bare:.2f}x Spark's floor "
-            f"(p50 {bare:.3f} s, measured just before in its own process)")
+    landed = percentile(delta_floor.batch_s, 50)
+    return [f"  against the floors (each measured just before, in its own process): micro-batch p50 {ours:.3f} s",
+            f"    = {ours / bare:.2f}x Spark's floor (p50 {bare:.3f} s)",
+            f"    = {ours / landed:.2f}x Spark and Delta's floor (p50 {landed:.3f} s; Delta's append "
+            f"{landed - bare:+.3f} s, the store's own work {ours - landed:+.3f} s)"]
 
 
 def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)
@@ -93,11 +124,13 @@ def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 4:
-        print("usage: python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS", file=sys.stderr)
+    if len(argv) != 5 or argv[4] not in SINKS:
+        print(f"usage: python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS {'|'.join(SINKS)}",
+              file=sys.stderr)
         return 2
-    rate, seconds, trigger, warmup = int(argv[0]), float(argv[1]), argv[2], float(argv[3])
-    print(json.dumps(dataclasses.asdict(run_floor(load_settings(), rate, seconds, trigger, warmup_seconds=warmup))))
+    rate, seconds, trigger, warmup, sink = int(argv[0]), float(argv[1]), argv[2], float(argv[3]), argv[4]
+    figures = run_floor(load_settings(), rate, seconds, trigger, warmup_seconds=warmup, sink=sink)
+    print(json.dumps(dataclasses.asdict(figures)))
     return 0
 
 

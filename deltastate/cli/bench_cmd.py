@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import click
 
 from deltastate.cli.errors import reported
@@ -11,8 +14,6 @@ from deltastate.config import load_settings
 def _emit(figures, as_json: bool) -> None:
     """A bench's figures: one JSON object, or its printed lines."""
     if as_json:
-        import json
-
         click.echo(json.dumps(figures.to_dict()))
         return
     for line in figures.lines():
@@ -155,45 +156,50 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--warmup-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Load before the first probe (or the floor's measured batches); its micro-batches are not counted.")
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
-@click.option("--floor", is_flag=True, help="Measure Spark's floor instead: a trivial stateful query at this trigger "
-                                            "and load for --probes seconds after the warm-up.")
-@click.option("--against-floor", is_flag=True, help="Measure Spark's floor first (as --floor, in a process of its "
-                                                    "own), then the store, and print the store's batch p50 over the "
-                                                    "floor's.")
+@click.option("--floor", is_flag=True, help="Measure a floor instead: a trivial stateful query at this trigger and "
+                                            "load for --probes seconds after the warm-up (see --floor-sink).")
+@click.option("--floor-sink", type=click.Choice(["none", "delta"]), default="none", show_default=True,
+              help="What --floor's batches do with the changed keys: count them (Spark's floor) or append them "
+                   "to a Delta table (Spark and Delta's floor).")
+@click.option("--against-floor", is_flag=True, help="Measure both floors first (as --floor, each in a process of "
+                                                    "its own), then the store, and print the store's batch p50 "
+                                                    "against theirs.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
-              warmup_seconds: float, port: int, floor: bool, against_floor: bool, as_json: bool) -> None:
+              warmup_seconds: float, port: int, floor: bool, floor_sink: str, against_floor: bool,
+              as_json: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
-    from deltastate.bench.floor import against_floor_line, run_floor, run_floor_apart
+    from deltastate.bench.floor import against_floor_lines, run_floor, run_floor_apart
     from deltastate.bench.freshness import run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
     if floor and against_floor:
-        raise click.UsageError("--floor measures the floor alone and --against-floor the floor then the store: "
+        raise click.UsageError("--floor measures one floor alone and --against-floor both floors then the store: "
                                "give one of them")
+    if floor_sink != "none" and not floor:
+        raise click.UsageError("--floor-sink chooses what --floor measures: give --floor with it")
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    floor_figures = (run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds) if floor else
-                     run_floor_apart(settings, rate, probes, trigger, warmup_seconds) if against_floor else None)
-    figures = floor_figures if floor else run_freshness_bench(
-        settings, store_name, rate, probes, trigger, consistency, port, idle_seconds, echo=click.echo,
-        warmup_seconds=warmup_seconds)
-    if as_json:
-        import dataclasses
-        import json
-
-        click.echo(json.dumps({**dataclasses.asdict(figures),
-                               **({"floor": dataclasses.asdict(floor_figures)} if against_floor else {})}))
+    if floor:
+        figures = run_floor(settings, rate, probes, trigger, warmup_seconds=warmup_seconds, sink=floor_sink)
+        click.echo(json.dumps(dataclasses.asdict(figures)) if as_json else "\n".join(figures.lines()))
         return
-    if against_floor:
-        for line in floor_figures.lines():
-            click.echo(line)
-    for line in figures.lines():
+    floors = {sink: run_floor_apart(settings, rate, probes, trigger, warmup_seconds, sink)
+              for sink in (("none", "delta") if against_floor else ())}
+    figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
+                                  echo=click.echo, warmup_seconds=warmup_seconds)
+    if as_json:
+        click.echo(json.dumps({**dataclasses.asdict(figures),
+                               **({"floor": dataclasses.asdict(floors["none"]),
+                                   "delta_floor": dataclasses.asdict(floors["delta"])} if floors else {})}))
+        return
+    for line in [*(line for f in floors.values() for line in f.lines()), *figures.lines()]:
         click.echo(line)
-    if against_floor:
-        click.echo(against_floor_line(figures, floor_figures))
+    if floors:
+        for line in against_floor_lines(figures, floors["none"], floors["delta"]):
+            click.echo(line)
 
 
 @bench.command("commit")

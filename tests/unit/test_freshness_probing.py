@@ -4,7 +4,7 @@ BEHIND_AFTER misses in a row (a store that does not keep up), with the verdict p
 import pytest
 
 from deltastate.bench import freshness
-from deltastate.bench.floor import against_floor_line
+from deltastate.bench.floor import against_floor_lines
 from deltastate.bench.freshness import BEHIND_AFTER, FreshnessFigures, probe_each_second
 
 
@@ -48,10 +48,16 @@ def test_pauses_between_probes_vary_within_a_second(monkeypatch) -> None:
     assert max(pauses) - min(pauses) > 0.5, "the pauses do not spread the probes over the batch cycle"
 
 
-def test_the_store_is_set_against_the_floor_by_their_batch_medians() -> None:
+def test_the_store_is_set_against_both_floors_by_their_batch_medians() -> None:
     store = FreshnessFigures("player_stats", "key_value", "committed", 2_000, "1s", 2, batch_s=[0.9, 1.2, 0.6])
     floor = FreshnessFigures("floor: count per key", "key_value", "none", 2_000, "1s", 2, batch_s=[0.3, 0.5, 0.4])
-    line = against_floor_line(store, floor)
-    assert "p50 0.900 s = 2.25x Spark's floor (p50 0.400 s, measured just before in its own process" in line
-    assert "no batches" in against_floor_line(store, FreshnessFigures("floor", "key_value", "none", 1, "1s", 2))
+    landed = FreshnessFigures("floor: count per key, appended to Delta", "key_value", "none", 2_000, "1s", 2,
+                              batch_s=[0.7, 0.5, 0.6])
+    text = "\n".join(against_floor_lines(store, floor, landed))
+    assert "micro-batch p50 0.900 s" in text
+    assert "= 2.25x Spark's floor (p50 0.400 s)" in text
+    assert "= 1.50x Spark and Delta's floor (p50 0.600 s; Delta's append +0.200 s, the store's own work +0.300 s)" in text
+    empty = FreshnessFigures("floor", "key_value", "none", 1, "1s", 2)
+    assert "no batches" in against_floor_lines(store, empty, landed)[0]
+    assert "no batches" in against_floor_lines(store, floor, empty)[0]
 

@@ -35,8 +35,12 @@ import scala.jdk.javaapi.CollectionConverters;
  * variant path), which names what is wrong. So every doubt gives null: text that does not start with
  * an object, a parse error, text after the object, a declared field given twice or of another JSON
  * kind (an integer field holding 1.5, a string field holding 12), an integer beyond a long, a number
- * beyond a double, a NUL byte (which would let Jackson read the bytes as UTF-16). A field that is
- * absent or JSON null is a null column; fields not declared are parsed and skipped.
+ * beyond a double, a NUL byte (which would let Jackson read the bytes as UTF-16), a backslash
+ * followed by u (an escape, which the variant parser judges: it refuses a lone surrogate), bytes
+ * that are not well-formed UTF-8 (Jackson does not check the strings of fields it skips). One scan
+ * of the bytes finds the last three before the parse, so the variant path's own checks of them run
+ * only on the records that take it. A field that is absent or JSON null is a null column; fields
+ * not declared are parsed and skipped.
  *
  * Jackson's byte parser reads the UTF-8 directly, strictly (no comments, single quotes, NaN, leading
  * zeros or trailing commas). Spark's from_json reads a record through a new InputStreamReader, whose
@@ -98,7 +102,7 @@ public final class JsonFields implements Serializable {
         while (start < bytes.length && isSpace(bytes[start])) {
             start++;
         }
-        if (start == bytes.length || bytes[start] != '{' || indexOfNul(bytes) >= 0) {
+        if (start == bytes.length || bytes[start] != '{' || !plain(bytes)) {
             return null;
         }
         Object[] values = new Object[names.length];
@@ -160,13 +164,42 @@ public final class JsonFields implements Serializable {
         return b == ' ' || b == '\t' || b == '\n' || b == '\r';
     }
 
-    private static int indexOfNul(byte[] bytes) {
-        for (int i = 0; i < bytes.length; i++) {
-            if (bytes[i] == 0) {
-                return i;
+    /**
+     * Whether bytes hold no NUL, no backslash followed by u, and only well-formed UTF-8 (the byte
+     * sequences of the Unicode standard's table 3-7: no overlong form, no surrogate, nothing past
+     * U+10FFFF, no sequence cut short).
+     */
+    static boolean plain(byte[] bytes) {
+        int i = 0;
+        while (i < bytes.length) {
+            int b = bytes[i] & 0xFF;
+            if (b < 0x80) {
+                if (b == 0 || (b == '\\' && i + 1 < bytes.length && bytes[i + 1] == 'u')) {
+                    return false;
+                }
+                i++;
+                continue;
             }
+            int length = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+            if (length == 0 || i + length > bytes.length) {
+                return false;
+            }
+            // The second byte's range depends on the first; the others are 80..BF.
+            int second = bytes[i + 1] & 0xFF;
+            int lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+            int hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+            if (second < lo || second > hi) {
+                return false;
+            }
+            for (int k = 2; k < length; k++) {
+                int next = bytes[i + k] & 0xFF;
+                if (next < 0x80 || next > 0xBF) {
+                    return false;
+                }
+            }
+            i += length;
         }
-        return -1;
+        return true;
     }
 
     /** The struct of the declared fields read from value (binary): parse called on each record. */
