@@ -21,11 +21,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from deltastate.bench.freshness import SPARK_DURATIONS, FreshnessFigures, SteadyLoad, percentile
 from deltastate.config import Settings, load_settings
 from deltastate.errors import InfraError
 from deltastate.stores.durations import parse_duration_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 SINKS = ("none", "delta")
 _NAMES = {"none": "floor: count per key", "delta": "floor: count per key, appended to Delta"}
@@ -82,7 +87,8 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     return figures
 
 
-def _writer(sink: str, table: str):
+def _writer(sink: str, table: str) -> Callable[[DataFrame, int], object]:
+    """The floor's batch writer: count the changed keys, or append them to the Delta table."""
     if sink == "none":
         return lambda batch, _: batch.count()
     return lambda batch, _: batch.write.format("delta").mode("append").save(table)
