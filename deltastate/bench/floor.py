@@ -46,8 +46,8 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     """A floor at this trigger and load: a trivial stateful query (a count per Kafka key in RocksDB
     state, update mode) whose batch writer counts the changed keys (sink "none") or appends them to a
     Delta table (sink "delta", at floor_table). Its batches in the first warmup_seconds of load are
-    not counted, as the store's are not; `processed` is the records of the batches Spark still
-    reports (its last 100)."""
+    not counted, as the store's are not. When the load stops, the query reads what is left (a batch,
+    counted) before it stops, so `processed` is every record produced."""
     if sink not in SINKS:
         raise ValueError(f"floor sink {sink!r}: expected one of {', '.join(SINKS)}")
     from deltastate.infra.spark import get_spark
@@ -67,14 +67,23 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
              .trigger(processingTime=f"{parse_duration_ms(trigger)} milliseconds")
              .foreachBatch(_writer(sink, floor_table(settings, run_id))).start())
     load.start()
+    measured, drained = False, False
     try:
         time.sleep(warmup_seconds)
         warm = max((p["batchId"] for p in _progress(query)), default=-1)
         time.sleep(seconds)
+        measured = True
     finally:
         load.stop.set()
         load.join()
-        query.stop()
+        try:
+            if measured:
+                # Every record produced is read before the query stops: a query stopped inside a
+                # batch may have committed that batch's append without Spark reporting the batch.
+                query.processAllAvailable()
+                drained = True
+        finally:
+            query.stop()
     figures.warmup_s, figures.warmup_batches = warmup_seconds, warm + 1
     progress = [p for p in _progress(query) if p.get("numInputRows") and p["batchId"] > warm]
     for p in progress[1 if warm < 0 else 0:]:  # without a warm-up, past the first batch's start-up
@@ -83,7 +92,7 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
                 figures.spark.setdefault(name, []).append(p["durationMs"][name] / 1000)
     figures.batch_s = figures.spark.get("triggerExecution", [])
     figures.produced = load.sent
-    figures.processed = sum(p.get("numInputRows", 0) for p in _progress(query))
+    figures.processed = load.sent if drained else 0  # the query read every record before it stopped
     return figures
 
 
