@@ -5,8 +5,11 @@ same, and each reason's category must be the one tests/reference.py computes ind
 
 import dataclasses
 import json
+import math
+import re
 
 import pytest
+from support.json_fuzz import fuzzed_objects
 from support.reference import category
 from support.store_checks import STORE, event
 
@@ -167,13 +170,25 @@ class _Pairs(list):
     """An object's (name, value) pairs in order, so duplicates stay visible."""
 
 
-def _typed_reference(value: bytes | None, props: dict) -> dict | None:
-    """What the typed read (JsonFields.java) must give, from Python's json: the declared fields of a
-    plain object, each absent, null or of its JSON kind, none given twice; None for anything else."""
+# A backslash-u escape: a backslash-u whose backslash is not itself escaped (an odd run of backslashes).
+_UNICODE_ESCAPE = re.compile(rb"(?<!\\)(\\\\)*\\u")
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(float(number))
+    except OverflowError:  # an integer beyond a double
+        return False
+
+
+def _typed_reference(value: bytes | None, types: dict[str, str]) -> dict | None:
+    """What the typed read (JsonFields.java) must give, from Python's json: the declared fields
+    (name -> JSON-schema type) of a plain object, each absent, null or of its JSON kind and range,
+    none given twice; None for anything else, and for any backslash-u escape (the variant way)."""
     kinds = {"integer": lambda v: type(v) is int and -(2**63) <= v < 2**63,
-             "number": lambda v: type(v) in (int, float) and abs(v) != float("inf"),
+             "number": lambda v: type(v) in (int, float) and _finite(v),
              "string": lambda v: type(v) is str, "boolean": lambda v: type(v) is bool}
-    if value is None or b"\x00" in value or b"\\u" in value:  # escapes go the variant way
+    if value is None or _UNICODE_ESCAPE.search(value):
         return None
     try:
         doc = json.loads(value.decode("utf-8"), object_pairs_hook=_Pairs,
@@ -182,13 +197,14 @@ def _typed_reference(value: bytes | None, props: dict) -> dict | None:
         return None
     if not isinstance(doc, _Pairs) or not value.lstrip(b" \t\n\r").startswith(b"{"):
         return None
-    names = [name for name, _ in doc if name in props]
+    names = [name for name, _ in doc if name in types]
     if len(names) != len(set(names)):
         return None
-    fields = {name: v for name, v in doc if name in props}
-    if any(v is not None and not kinds[props[n].get("type", "string")](v) for n, v in fields.items()):
+    fields = {name: v for name, v in doc if name in types}
+    if any(v is not None and not kinds[types[n]](v) for n, v in fields.items()):
         return None
-    return {n: fields.get(n) for n in props}
+    # A number field is a double column: Python's int, exact however large, is compared as one.
+    return {n: float(fields[n]) if types[n] == "number" and fields.get(n) is not None else fields.get(n) for n in types}
 
 
 def test_the_typed_read_vouches_for_exactly_the_plain_objects(spark, session_settings) -> None:
@@ -203,10 +219,36 @@ def test_the_typed_read_vouches_for_exactly_the_plain_objects(spark, session_set
     values += [b'{"score": 1, "score": 2}', b'{"player_id": "p", "extra": {"a": [1, {"b": null}]}, "ts": 3}',
                b'{"player_id": "p\x00"}', b'\xef\xbb\xbf{"ts": 1}', b'{"ts": 9223372036854775808}', b'{"ts": 1.0}',
                b'{"player_id": null, "score": null}', b'{"score": 1} ', b'{"score": 1}}', b'{"score": 1',
-               b'{"extra": [1, 2,], "ts": 1}', b'{"extra": "a\xffb", "ts": 1}']
+               b'{"extra": [1, 2,], "ts": 1}', b'{"extra": "a\xffb", "ts": 1}', b'{"game_id": "a\\\\u0041"}',
+               b'{"ga\\"me_id": 1, "game_id": "a\\"\\\\\\/\\b\\f\\n\\r\\tb"}', b'{"ts": -0, "score": 12}',
+               b'{"ts": 0.5e1}', b'{"ts": 1E2}', b'{"ts": -9223372036854775809}', b'{"ts": 00}', b'{"ts": -}']
     frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
     name = _typed_fields(frame, store)
     got = {row["i"]: row["t"] and row["t"].asDict() for row in frame.selectExpr("i", f"{name}(value) as t").collect()}
-    want = {i: _typed_reference(v, props) for i, v in enumerate(values)}
+    types = {name: spec.get("type", "string") for name, spec in props.items()}
+    want = {i: _typed_reference(v, types) for i, v in enumerate(values)}
     assert {values[i]: (got[i], want[i]) for i in got if got[i] != want[i]} == {}
     assert sum(v is not None for v in want.values()) >= 15
+
+
+# One field of each kind the typed read gives, read by names the fuzzed objects use.
+FUZZ_TYPES = {"player_id": "string", "score": "number", "ts": "integer", "ok": "boolean"}
+
+
+def test_the_typed_read_agrees_with_pythons_json_on_random_and_broken_objects(spark) -> None:
+    """Thousands of random objects, half of them broken a byte at a time (support/json_fuzz.py):
+    the typed read gives each well-formed one Python's json values and null to every other."""
+    from deltastate.ingest.decode import _FIELD_TYPE
+
+    values = fuzzed_objects(list(FUZZ_TYPES), seed=20261207, count=6000)
+    names, types = list(FUZZ_TYPES), [_FIELD_TYPE[t] for t in FUZZ_TYPES.values()]
+    spark._jvm.io.deltastate.Udafs.registerJsonFields(spark._jsparkSession, "fuzz_fields", names, types)
+    frame = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, value binary")
+    got = {row["i"]: row["t"] and row["t"].asDict() for row in frame.selectExpr("i", "fuzz_fields(value) as t").collect()}
+    want = {i: _typed_reference(v, FUZZ_TYPES) for i, v in enumerate(values)}
+    differ = {values[i]: (got[i], want[i]) for i in got if got[i] != want[i]}
+    assert list(differ.items())[:5] == []
+    assert len(got) == len(values)
+    read = [w for w in want.values() if w is not None]
+    assert len(read) >= 600  # well-formed objects of every kind are among them
+    assert all(any(w[name] is not None for w in read) for name in FUZZ_TYPES)
