@@ -16,6 +16,10 @@ side reads it first, untimed, in the same process as the measured run (Kafka Str
 application id; deltastate through `python -m deltastate.bench.warm_run` into its own storage): the
 figures are then each side's steady state, with the JIT's compiling done, and the wall clocks count
 from the measured run's start.
+With --resident (and warm-up events), deltastate's side runs in a resident driver instead
+(bench/resident_run.py): the driver first runs a copy of the store over the warm-up backlog, then
+`deltastate run <store> --once` is timed from its client process's start; Kafka Streams is warm as
+above.
 With --against-floor, Spark's own floor (bench/backlog_floor.py: a count per Kafka key in the
 state store, writing nothing) reads the same backlogs last, in a process of its own, and the bench
 sets deltastate's rate and Kafka Streams' against it: what Spark alone costs on this machine.
@@ -75,6 +79,7 @@ class PeersFigures:
     deltastate: RunFigures
     warmup_events: int = 0
     floor: RunFigures | None = None  # Spark's own floor on the same backlog (--against-floor)
+    resident: bool = False  # deltastate ran in a resident driver warmed by the warm-up backlog
 
     @property
     def rate_ratio(self) -> float:
@@ -98,6 +103,9 @@ class PeersFigures:
 
         how = (f"each process warm from an untimed {self.warmup_events:,}-event backlog, wall from the measured run"
                if self.warmup_events else "each a new process, wall from process start")
+        if self.resident:
+            how = (f"Kafka Streams warm from an untimed {self.warmup_events:,}-event backlog, wall from the measured "
+                   f"run; deltastate in a resident driver that ran that backlog first, wall from the client's start")
         out = [f"bench peers {self.store}: {self.events:,} events, {self.keys:,} keys, {self.cores} cores, "
                f"one after the other on one topic; {how}",
                row("kafka streams", self.kafka_streams), row("deltastate", self.deltastate)]
@@ -125,14 +133,17 @@ def peer_classpath(settings: Settings) -> str:
 
 def run_peers_bench(settings: Settings, events: int, keys: int | None = None, seed: int = 1,
                     store_name: str = "player_stats", warmup_events: int = 0,
-                    against_floor: bool = False) -> PeersFigures:
+                    against_floor: bool = False, resident: bool = False) -> PeersFigures:
     """keys: distinct keys; None for the store type's default (bench ingest's). warmup_events: the
     size of the untimed backlog each side reads first in the measured run's process (0: none).
     against_floor: Spark's own floor (bench/backlog_floor.py) reads the same backlogs last, in a
-    process of its own."""
+    process of its own. resident: deltastate's run goes to a resident driver the warm-up backlog
+    warmed (bench/resident_run.py; needs warmup_events)."""
     from deltastate.bench.ingest import default_keys
     from deltastate.stores import load_store
 
+    if resident and not warmup_events:
+        raise ValueError("a resident driver's run is measured warm: give warmup_events")
     if store_name not in PEERS:
         raise ValueError(f"no Kafka Streams peer for store {store_name!r}; peers exist for {', '.join(PEERS)}")
     keys = default_keys(load_store(settings, store_name).type) if keys is None else keys
@@ -141,12 +152,12 @@ def run_peers_bench(settings: Settings, events: int, keys: int | None = None, se
     warm_up = (produce_backlog(settings, store_name, warmup_events, min(keys, warmup_events), seed + 1000)
                if warmup_events else None)
     peer = run_peer(settings, store_name, topic, events, classpath, warm_up and (warm_up, warmup_events))
-    ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1], warm_up)
+    ours = _deltastate_run(settings, store_name, topic, topic.rsplit("-", 1)[-1], warm_up, resident)
     floor = _timed_process(settings, [sys.executable, "-m", "deltastate.bench.backlog_floor", topic,
                                       *([warm_up] if warm_up else [])]) if against_floor else None
     return PeersFigures(store_name, events, keys, os.cpu_count() or 0, peer, ours, warmup_events,
                         floor and RunFigures(floor["records"], floor["records"], 0, float(floor["seconds"]),
-                                             float(floor["wall_seconds"])))
+                                             float(floor["wall_seconds"])), resident)
 
 
 def produce_backlog(settings: Settings, store_name: str, events: int, keys: int, seed: int) -> str:
@@ -180,13 +191,22 @@ def run_peer(settings: Settings, store_name: str, topic: str, events: int, class
                       float(found["processing_seconds"]), float(found["wall_seconds"]))
 
 
-def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str, warm_up: str | None) -> RunFigures:
-    """`deltastate run --once` over topic in a new process; with a warm_up topic, warm_run's two runs."""
+def _deltastate_run(settings: Settings, store: str, topic: str, run_id: str, warm_up: str | None,
+                    resident: bool = False) -> RunFigures:
+    """`deltastate run --once` over topic in a new process; with a warm_up topic, warm_run's two runs,
+    or (resident) a resident driver's."""
+    root = settings.home / "bench" / f"peers-{run_id}"
+    if resident and warm_up:
+        from deltastate.bench.resident_run import run_resident
+
+        found = run_resident(settings, store, warm_up, topic, root)
+        return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
+                          float(found["wall_seconds"]))
     command = [str(Path(sys.executable).parent / "deltastate"), "run", store, "--once", "--topic", topic, "--quiet",
                "--json"]
     if warm_up:
         command = [sys.executable, "-m", "deltastate.bench.warm_run", store, warm_up, topic]
-    found = _timed_process(settings, command, {"DELTASTATE_STORAGE": str(settings.home / "bench" / f"peers-{run_id}")})
+    found = _timed_process(settings, command, {"DELTASTATE_STORAGE": str(root)})
     return RunFigures(int(found["records_in"]), int(found["applied"]), int(found["late"]), float(found["seconds"]),
                       float(found["wall_seconds"]))
 

@@ -63,20 +63,25 @@ def ingest(events: int, players: int | None, seed: int, max_offsets_per_trigger:
 @click.option("--against-floor", is_flag=True,
               help="Spark's own floor (a count per Kafka key, writing nothing) reads the same backlog last, "
                    "in its own process: both rates against it.")
+@click.option("--resident", is_flag=True,
+              help="deltastate's run goes to a resident driver (`deltastate driver start`) that has run the warm-up "
+                   "backlog through a copy of the store; needs --warmup-events.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 @reported
 def peers(store: str, events: int, keys: int | None, seed: int, warmup_events: int, against_floor: bool,
-          as_json: bool) -> None:
+          resident: bool, as_json: bool) -> None:
     """A store in Kafka Streams 4.1.1 and in `deltastate run --once` on one backlog: both rates,
     both wall clocks from process start, and the ratios."""
 
     from deltastate.bench.peers import run_peers_bench
     from deltastate.infra.broker import LocalBroker
 
+    if resident and not warmup_events:
+        raise click.UsageError("--resident measures a warm driver: give it --warmup-events N (N > 0) to warm it with")
     settings = load_settings()
     if settings.uses_local_broker:
         LocalBroker(settings).up()
-    _emit(run_peers_bench(settings, events, keys, seed, store, warmup_events, against_floor), as_json)
+    _emit(run_peers_bench(settings, events, keys, seed, store, warmup_events, against_floor, resident), as_json)
 
 
 @bench.command("restore")

@@ -55,10 +55,11 @@ def settings_of(ctx: click.Context) -> Settings:
     return obj if obj is not None else load_settings()
 
 
-def run_guarded(command: click.Command) -> None:
-    """Entry point: commands not wrapped with `reported` still end in one line, not a traceback."""
+def run_guarded(command: click.Command, args: list[str] | None = None) -> None:
+    """Entry point: commands not wrapped with `reported` still end in one line, not a traceback.
+    args: the command line after the program's name (default: the process's)."""
     try:
-        command.main(standalone_mode=False)
+        command.main(args=args, prog_name="deltastate" if args is not None else None, standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "inspect": "deltastate.cli.inspect_cmd:inspect",
     "migrate": "deltastate.cli.migrate_cmd:migrate",
     "job": "deltastate.cli.job_cmd:job",
+    "driver": "deltastate.cli.driver_cmd:driver",
     "bench": "deltastate.cli.bench_cmd:bench",
     "soak": "deltastate.cli.soak_cmd:soak",
     "demo": "deltastate.cli.demo_cmd:demo",

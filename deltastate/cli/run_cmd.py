@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -29,19 +31,30 @@ def _print_batch(report: BatchReport) -> None:
 @click.option("--schema-version", type=click.IntRange(min=1), default=None,
               help="Run this value schema version (default: the current one); a migration's new version runs "
                    "beside the current one while it is built.")
-def run(store: str, mode: str, trigger: str, topic: str | None, max_offsets_per_trigger: int | None, quiet: bool,
-        as_json: bool, schema_version: int | None) -> None:
+@click.option("--in-process", is_flag=True,
+              help="Run here even when a resident driver serves the home (`deltastate driver start`).")
+@click.pass_context
+def run(ctx: click.Context, store: str, mode: str, trigger: str, topic: str | None,
+        max_offsets_per_trigger: int | None, quiet: bool, as_json: bool, schema_version: int | None,
+        in_process: bool) -> None:
     """Run STORE's streaming job: Kafka -> state -> Delta changelog (+ dead letters)."""
+    from deltastate.driver import client
+
+    settings = load_settings()
+    if mode == "once" and not in_process:  # in the home's resident driver when one serves it (deltastate/driver)
+        code = client.send_command(settings, client.command_line(ctx))
+        if code is not None:
+            sys.exit(code)
     from deltastate.engine import run_store  # pyspark: imported by the command that runs it
     from deltastate.metrics import serve as serve_metrics
     from deltastate.stores.durations import parse_duration_ms
 
-    settings = load_settings()
     interval = f"{parse_duration_ms(trigger)} milliseconds"
     from deltastate.stores import load_store
 
     load_store(settings, store, schema_version)  # an unknown store or version is refused before anything runs
-    click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}")
+    where = f" in the resident driver (pid {os.getpid()})" if client.in_driver() else ""
+    click.echo(f"running {store} ({mode}) against {settings.kafka_bootstrap}{where}")
     if mode == "continuous":  # scraped while it runs; a --once run pushes (DELTASTATE_PUSHGATEWAY)
         click.echo(f"metrics on port {serve_metrics(settings)} (/metrics)")
     result = run_store(settings, store, once=(mode == "once"), trigger=interval, topic=topic,

@@ -25,6 +25,8 @@ SPARK_JOB = Path(__file__).parents[1] / "cli" / "__main__.py"
 # "submit" (default): spark-submit through the Spark provider, to the connection's master.
 # "inline": the action runs in the task's own process on its Spark session (a warm local session
 # for dag.test() runs in tests and notebooks; the worker then is the Spark driver).
+# "resident": the action runs in the home's resident driver (`deltastate driver start`), whose JVM
+# and compiled code outlive each task; its output streams into the task log.
 DEPLOY_ENV = "DELTASTATE_SPARK_DEPLOY"
 
 
@@ -87,11 +89,14 @@ class DeltastateSparkOperator(BaseOperator):
         from deltastate.orchestration.hooks import DeltastateSparkHook, driver_env, submit_conf
 
         settings = load_settings()
-        if os.environ.get(DEPLOY_ENV, "submit") == "inline":
+        deploy = os.environ.get(DEPLOY_ENV, "submit")
+        if deploy == "inline":
             return self._execute_inline(settings)
         name = f"deltastate-{self.action}-{self.store}".replace("*", "all")
         run_id = re.sub(r"[^A-Za-z0-9_.-]", "_", str(context.get("run_id", "manual")))
         report = settings.home / "reports" / f"{name}-{run_id}-{uuid.uuid4().hex[:8]}.json"
+        if deploy == "resident":
+            return self._execute_resident(settings, report)
         self._hook = hook = DeltastateSparkHook(settings, conn_id=self.conn_id, conf=submit_conf(settings, name),
                                                 name=name, application_args=self._args(report))
         hook._env_vars = driver_env(settings, hook.master)  # set after resolving, so the driver gets the real master
@@ -104,6 +109,26 @@ class DeltastateSparkOperator(BaseOperator):
         figures = json.loads(report.read_text()) if report.is_file() else {}
         if submit_error is not None or "error" in figures:
             figures.setdefault("error", str(submit_error))
+            raise SparkActionError(self.action, self.store, figures)
+        self.log.info("%s %s figures: %s", self.action, self.store, json.dumps(figures, sort_keys=True, default=str))
+        return figures
+
+    def _execute_resident(self, settings, report: Path) -> dict[str, Any]:
+        from deltastate.driver import client
+
+        def to_log(_kind: str, text: str) -> None:
+            for line in text.splitlines():
+                self.log.info("%s", line)
+
+        self.log.info("sending %s for store %s to the resident driver of %s", self.action, self.store, settings.home)
+        code = client.send_command(settings, self._args(report), to_log)
+        if code is None:
+            raise SparkActionError(self.action, self.store, {
+                "error": f"no resident driver serves {settings.home} with this worker's settings and code; start "
+                         f"one with `deltastate driver start` under the worker's environment ({DEPLOY_ENV}=resident)"})
+        figures = json.loads(report.read_text()) if report.is_file() else {}
+        if code != 0 or "error" in figures:
+            figures.setdefault("error", f"`deltastate job` exited with status {code}")
             raise SparkActionError(self.action, self.store, figures)
         self.log.info("%s %s figures: %s", self.action, self.store, json.dumps(figures, sort_keys=True, default=str))
         return figures

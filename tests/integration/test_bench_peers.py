@@ -37,14 +37,19 @@ def reference_counts(settings, store: str, events: int, keys: int) -> tuple[int,
     return valid, valid - late, late
 
 
-@pytest.mark.parametrize(("warmup_events", "against_floor"), [(0, False), (1_500, True)])
-def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings, warmup_events, against_floor):
-    """With warm-up events, each side first reads a separate backlog in the same process: the
-    measured figures are still the measured backlog's alone. Spark's floor reads the same backlog."""
+@pytest.mark.parametrize(("warmup_events", "against_floor", "resident"),
+                         [(0, False, False), (1_500, True, False), (1_500, False, True)])
+def test_both_peers_read_and_apply_the_whole_backlog(broker, make_settings, warmup_events, against_floor, resident):
+    """With warm-up events, each side first reads a separate backlog in the same process (resident:
+    deltastate's resident driver reads it through a copy of the store): the measured figures are
+    still the measured backlog's alone. Spark's floor reads the same backlog."""
     store = "player_stats"
     settings = make_settings()
     events, keys = SIZES[store]
-    figures = run_peers_bench(settings, events, keys, SEED, store, warmup_events, against_floor)
+    figures = run_peers_bench(settings, events, keys, SEED, store, warmup_events, against_floor, resident)
+    assert ("deltastate in a resident driver" in "\n".join(figures.lines())) == resident
+    if resident:  # the bench's driver is stopped again
+        assert not (settings.home / "driver" / "driver.sock").exists()
     if against_floor:
         assert figures.floor is not None and figures.floor.records == events
         assert 0 < figures.floor.processing_seconds <= figures.floor.wall_seconds

@@ -109,3 +109,15 @@ def release_checkpoint(settings: Settings, store_name: str) -> bool:
     fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     fh.close()
     return True
+
+
+def release_all() -> list[str]:
+    """Give up every lock this process holds: a resident driver's command ends as its own process
+    would, so the next writer (in the driver or elsewhere) finds the checkpoint free. The paths released."""
+    released = []
+    while _held:
+        key, fh = _held.popitem()
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fh.close()
+        released.append(key)
+    return released
