@@ -35,8 +35,8 @@ FAMILY = "AF_UNIX"
 
 @dataclass(frozen=True)
 class DriverPaths:
-    """A home's driver files: its socket, the key a client proves itself with (owner-only), its
-    log, and its description (pid, fingerprint) as JSON."""
+    """A home's driver files: its socket, the key a client proves itself with (owner-only), the
+    lock one driver per home holds, its log, and its description (pid, fingerprint) as JSON."""
 
     folder: Path
 
@@ -51,6 +51,10 @@ class DriverPaths:
     @property
     def key(self) -> Path:
         return self.folder / "driver.key"
+
+    @property
+    def lock(self) -> Path:
+        return self.folder / "driver.lock"
 
     @property
     def log(self) -> Path:

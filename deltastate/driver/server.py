@@ -10,6 +10,7 @@ even if its client goes away, as `nohup` would run it.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -82,10 +83,14 @@ def serve(settings: Settings, run: Callable[[list[str]], None], log=print) -> No
     the `deltastate` program does (the CLI's entry point: it exits through SystemExit)."""
     paths = DriverPaths.of(settings)
     paths.folder.mkdir(parents=True, exist_ok=True)
-    found = client.status(settings)
-    if found is not None:
-        raise InfraError(f"a resident driver (pid {found['pid']}) already serves {settings.home}; "
-                         "stop it first with `deltastate driver stop`")
+    # One driver per home: an flock held for the driver's life, which the kernel drops however it ends.
+    held = open(paths.lock, "a+")  # noqa: SIM115 (open until the process ends)
+    try:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        found = client.status(settings)
+        raise InfraError(f"a resident driver (pid {found['pid'] if found else 'starting'}) already serves "
+                         f"{settings.home}; stop it first with `deltastate driver stop`") from None
     paths.socket.unlink(missing_ok=True)  # a driver that was killed leaves its socket behind
     key = secrets.token_bytes(32)
     descriptor = os.open(paths.key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -103,7 +108,7 @@ def serve(settings: Settings, run: Callable[[list[str]], None], log=print) -> No
         while not state.stopping.is_set():
             try:
                 conn = listener.accept()
-            except (OSError, EOFError, AuthenticationError):
+            except (ConnectionError, EOFError, AuthenticationError):
                 continue  # a client that could not prove the key, or went away while connecting
             threading.Thread(target=_serve_connection, args=(conn, state), daemon=True).start()
     finally:

@@ -7,12 +7,15 @@ The Airflow operator's resident mode publishes through the same driver."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from support.cli_runs import DELTASTATE, World, clean, json_rows, keyed
@@ -59,15 +62,19 @@ def driver_pid(world: World) -> int:
 
 
 @pytest.fixture()
-def world(session_settings: Settings, broker: str, tmp_path) -> World:
-    import dataclasses
-
+def world(session_settings: Settings, broker: str, tmp_path) -> Iterator[World]:
+    """A home of its own; a driver a failed test left serving it is killed with its JVM afterwards."""
     home = make_home(tmp_path / "home")
     settings = dataclasses.replace(session_settings, home=home, storage_root=str(home / "data"))
     env = {k: v for k, v in child_env(settings).items() if not k.startswith("SPARK_") or k == "SPARK_LOCAL_DIRS"}
     topic = f"resident-{uuid.uuid4().hex[:8]}"
     ensure_topic(settings.kafka_bootstrap, topic, 4)
-    return World(settings, env, {STORE: topic}, ReferenceTopic(4, partition_for))
+    world = World(settings, env, {STORE: topic}, ReferenceTopic(4, partition_for))
+    yield world
+    info = DriverPaths.of(settings).info
+    if info.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver_pid(world), signal.SIGKILL)
 
 
 def test_runs_in_the_driver_survive_its_death_and_match_the_reference(world: World, monkeypatch) -> None:
