@@ -148,6 +148,9 @@ def _run_for(conn: Connection, theirs: dict[str, object], state: _DriverState) -
         conn.send(("err", f"error: {refused}\n"))
         conn.send(("exit", 2))
         return
+    if state.run_lock.locked() and state.running:
+        conn.send(("err", f"note: the resident driver is running `deltastate {' '.join(state.running)}`; "
+                          "this command runs after it\n"))
     with state.run_lock:
         if state.stopping.is_set():
             conn.send(("err", "error: the resident driver is stopping; run the command again\n"))

@@ -3,7 +3,8 @@ run STORE --once` as new processes, the driver's own Spark session against the s
 Delta tables and a published DuckDB snapshot. The store runs one batch, then several, then a run
 whose driver is killed mid-command; a new driver finishes the backlog, and the published state
 equals the reference folded here from the produced records (nothing lost, nothing applied twice).
-The Airflow operator's resident mode publishes through the same driver."""
+The Airflow operator's resident mode publishes through the same driver; a second driver for the
+home is refused, and the driver refuses a continuous run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -113,24 +113,33 @@ def test_runs_in_the_driver_survive_its_death_and_match_the_reference(world: Wor
     assert error.startswith("error: ") and "no_such_store" in error
 
     # The driver dies in the middle of a run: the client says so in one line, exit 2.
-    produce(world, 60_000, seed=5)
-    client = subprocess.Popen([DELTASTATE, *run, "--max-offsets-per-trigger", "5000"], env=world.env,
+    produce(world, 30_000, seed=5)
+    client = subprocess.Popen([DELTASTATE, *run, "--max-offsets-per-trigger", "2500"], env=world.env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert client.stdout is not None
     assert "in the resident driver" in client.stdout.readline()
     assert client.stdout.readline().lstrip().startswith("batch ")  # a batch committed; the run goes on
+    # A second client waits for its turn, and says so.
+    waiting = subprocess.Popen([DELTASTATE, *run], env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert waiting.stderr is not None
+    note = waiting.stderr.readline()
+    assert note.startswith(f"note: the resident driver is running `deltastate run {STORE} --once") and \
+        note.endswith("--max-offsets-per-trigger 2500`; this command runs after it\n"), note
     os.killpg(pid, signal.SIGKILL)  # the driver and its JVM, as a crash of its machine would end them
-    out, err = client.communicate(timeout=120)
-    assert client.returncode == 2, (out, err)
-    assert err.strip().splitlines()[-1].startswith("error: the resident driver ended during `deltastate run")
+    for ended in (client, waiting):
+        out, err = ended.communicate(timeout=120)
+        assert ended.returncode == 2, (out, err)
+        assert err.strip().splitlines()[-1].startswith("error: the resident driver ended during `deltastate run")
 
     # A new driver takes the writer lock the dead one held, and finishes the backlog exactly once.
     restarted = cli(world, "driver", "start")
     assert driver_pid(world) != pid and "serves" in restarted.stdout
     finish = last_json(cli(world, *run, "--json"))
-    assert 0 < finish["records_in"] <= 60_000 and finish["dead_lettered"] == 0
+    assert 0 < finish["records_in"] <= 30_000 and finish["dead_lettered"] == 0
 
     # The operator's resident mode: `job publish` runs in the driver, its figures come back as XCom.
+    # This process's environment is then the driver's clients', so its fingerprint matches too.
     from deltastate.orchestration.operators import DEPLOY_ENV, DeltastateSparkOperator
 
     for name, value in {**world.env, DEPLOY_ENV: "resident"}.items():
@@ -140,6 +149,19 @@ def test_runs_in_the_driver_survive_its_death_and_match_the_reference(world: Wor
     state = expected(world.leaderboard.records, world.settings.max_value_bytes).state
     assert keyed(json_rows(cli(world, "all", STORE, "--json"))) == sorted(state.items())
 
+    # A second driver for the home is refused by name, and the driver never runs a continuous run.
+    again = subprocess.run([DELTASTATE, "driver", "serve"], env=world.env, capture_output=True, text=True, timeout=120)
+    clean(again)
+    assert again.returncode == 2 and again.stderr.strip() == (
+        f"error: a resident driver (pid {driver_pid(world)}) already serves {world.settings.home}; stop it first "
+        "with `deltastate driver stop`")
+    from deltastate.driver import client
+
+    sent: list[tuple[str, str]] = []
+    code = client.send_command(world.settings, ["run", STORE, "--continuous"], lambda k, t: sent.append((k, t)))
+    assert code == 2 and sent == [("err", "error: the resident driver runs `deltastate run STORE --once` and "
+                                          f"`deltastate job ...`, not `deltastate run {STORE} --continuous`\n")]
+
     # Each command's writer lock ended with it: a run in its own process finds the checkpoint free.
     alone = cli(world, *run, "--in-process", "--json", env={"DELTASTATE_WRITER_LOCK_WAIT": "5"})
     assert "resident driver" not in alone.stdout and last_json(alone)["records_in"] == 0
@@ -148,29 +170,3 @@ def test_runs_in_the_driver_survive_its_death_and_match_the_reference(world: Wor
     assert stopped.stdout.strip().endswith("stopped after 2 commands")  # the finishing run and the publish
     assert not DriverPaths.of(world.settings).socket.exists()
     cli(world, "driver", "status", code=2)
-
-
-def test_a_second_driver_for_a_home_is_refused_and_a_continuous_run_is_never_sent(world: World, monkeypatch) -> None:
-    for name, value in world.env.items():  # this process's fingerprint as the driver's clients have it
-        monkeypatch.setenv(name, value)
-    cli(world, "driver", "start")
-    try:
-        pid = driver_pid(world)
-        again = subprocess.run([DELTASTATE, "driver", "serve"], env=world.env, capture_output=True, text=True,
-                               timeout=120)
-        clean(again)
-        assert again.returncode == 2 and again.stderr.strip() == (
-            f"error: a resident driver (pid {pid}) already serves {world.settings.home}; stop it first with "
-            "`deltastate driver stop`")
-        from deltastate.driver import client
-
-        sent: list[tuple[str, str]] = []
-        code = client.send_command(world.settings, ["run", STORE, "--continuous"], lambda k, t: sent.append((k, t)))
-        assert code == 2 and sent == [("err", "error: the resident driver runs `deltastate run STORE --once` and "
-                                              f"`deltastate job ...`, not `deltastate run {STORE} --continuous`\n")]
-    finally:
-        cli(world, "driver", "stop")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
-        time.sleep(0.2)
-    assert not os.path.exists(f"/proc/{pid}") or ") Z" in open(f"/proc/{pid}/stat").read()
