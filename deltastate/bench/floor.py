@@ -1,13 +1,18 @@
-"""Floors for a freshness run: a trivial stateful query at the same trigger and load, two ways.
+"""Floors for a freshness run: a stateful query at the same trigger and load, three ways.
 
-  * Spark's floor (sink "none"): its batch writer counts the changed keys and writes nothing: what
-    Spark's micro-batch costs alone;
-  * Spark and Delta's floor (sink "delta"): its batch writer appends the changed keys to a Delta
-    table, one plain append per batch (as a store's batches after a run's first are): the least a
-    batch that lands in Delta costs, without decoding, folding, a changelog's columns or an audit.
+  * Spark's floor (sink "none"): a count per Kafka key; its batch writer counts the changed keys and
+    writes nothing: what Spark's micro-batch costs alone;
+  * Spark and Delta's floor (sink "delta"): the same query, its batch writer appending the changed
+    keys to a Delta table, one plain append per batch (as a store's batches after a run's first
+    are): the least a batch that lands in Delta costs, without decoding, folding, a changelog's
+    columns or an audit;
+  * the store plan's floor (sink "plan"): player_stats' own streaming query (the store's Kafka
+    source, the records' decoding and classification, the fold and the audit groups in Spark's
+    state store), its batch writer counting the rows the batch changed and writing nothing: what
+    Spark's micro-batch costs for the store's computation, before the store writes a changelog.
 
-`deltastate bench freshness --floor [--floor-sink delta]` measures one in the bench's process;
-`--against-floor` measures both, each in a process of its own (`python -m deltastate.bench.floor
+`deltastate bench freshness --floor [--floor-sink delta|plan]` measures one in the bench's process;
+`--against-floor` measures all three, each in a process of its own (`python -m deltastate.bench.floor
 RATE SECONDS TRIGGER WARMUP_SECONDS SINK`, which prints its figures as one JSON line), then the
 store, and sets the batch medians side by side.
 """
@@ -32,8 +37,9 @@ from deltastate.stores.durations import parse_duration_ms
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-SINKS = ("none", "delta")
-_NAMES = {"none": "floor: count per key", "delta": "floor: count per key, appended to Delta"}
+SINKS = ("none", "delta", "plan")
+_NAMES = {"none": "floor: count per key", "delta": "floor: count per key, appended to Delta",
+          "plan": "floor: player_stats' plan, its changed rows counted"}
 
 
 def floor_table(settings: Settings, run_id: str) -> str:
@@ -45,7 +51,8 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
               warmup_seconds: float = 60.0, sink: str = "none") -> FreshnessFigures:
     """A floor at this trigger and load: a trivial stateful query (a count per Kafka key in RocksDB
     state, update mode) whose batch writer counts the changed keys (sink "none") or appends them to a
-    Delta table (sink "delta", at floor_table). Its batches in the first warmup_seconds of load are
+    Delta table (sink "delta", at floor_table), or player_stats' own query whose batch writer counts
+    its changed rows (sink "plan"). Its batches in the first warmup_seconds of load are
     not counted, as the store's are not. When the load stops, the query reads what is left (a batch,
     counted) before it stops, so `processed` is every record produced."""
     if sink not in SINKS:
@@ -59,9 +66,9 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     spark = get_spark(settings)
     figures = FreshnessFigures(_NAMES[sink], "key_value", "none", rate, trigger, os.cpu_count() or 0)
     load = SteadyLoad(settings.kafka_bootstrap, topic, "player_stats", rate, "ts")
-    counts = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.kafka_bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest").load()
-              .groupBy("key").count())
+    counts = _store_plan(spark, settings, topic) if sink == "plan" else (
+        spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.kafka_bootstrap)
+        .option("subscribe", topic).option("startingOffsets", "earliest").load().groupBy("key").count())
     query = (counts.writeStream.outputMode("update")
              .option("checkpointLocation", str(settings.home / "bench" / f"floor-{run_id}"))
              .trigger(processingTime=f"{parse_duration_ms(trigger)} milliseconds")
@@ -96,9 +103,21 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     return figures
 
 
+def _store_plan(spark, settings: Settings, topic: str) -> DataFrame:  # noqa: ANN001 (a SparkSession)
+    """player_stats' streaming query over topic, as `deltastate run` builds it before its batch writer."""
+    from deltastate.engine.common.source import source_stream
+    from deltastate.engine.keyvalue.fold import register_fold
+    from deltastate.engine.keyvalue.plan import classified_stream, store_stream
+    from deltastate.stores import load_store
+
+    store = load_store(settings, "player_stats")
+    return store_stream(classified_stream(source_stream(spark, settings, topic), settings, store), store,
+                        register_fold(spark, store))
+
+
 def _writer(sink: str, table: str) -> Callable[[DataFrame, int], object]:
-    """The floor's batch writer: count the changed keys, or append them to the Delta table."""
-    if sink == "none":
+    """The floor's batch writer: count the changed keys (or rows), or append them to the Delta table."""
+    if sink in ("none", "plan"):
         return lambda batch, _: batch.count()
     return lambda batch, _: batch.write.format("delta").mode("append").save(table)
 
@@ -120,18 +139,20 @@ def run_floor_apart(settings: Settings, rate: int, seconds: float, trigger: str,
     return FreshnessFigures(**found)
 
 
-def against_floor_lines(figures: FreshnessFigures, floor: FreshnessFigures,
-                        delta_floor: FreshnessFigures) -> list[str]:
-    """The store's micro-batch p50 over Spark's floor's, and above Spark and Delta's, all measured
-    in one run."""
-    if not figures.batch_s or not floor.batch_s or not delta_floor.batch_s:
+def against_floor_lines(figures: FreshnessFigures, floors: dict[str, FreshnessFigures]) -> list[str]:
+    """The store's micro-batch p50 over each floor's, all measured in one run: over Spark's floor,
+    over Spark and Delta's (Delta's plain append and the store's own work above it), and over the
+    store plan's (the store's computation in Spark's micro-batch, and its write above it)."""
+    if not figures.batch_s or any(not floors[sink].batch_s for sink in SINKS):
         return ["  against the floors: no batches with records to compare"]
-    ours, bare = percentile(figures.batch_s, 50), percentile(floor.batch_s, 50)
-    landed = percentile(delta_floor.batch_s, 50)
+    ours = percentile(figures.batch_s, 50)
+    bare, landed, plan = (percentile(floors[sink].batch_s, 50) for sink in SINKS)
     return [f"  against the floors (each measured just before, in its own process): micro-batch p50 {ours:.3f} s",
             f"    = {ours / bare:.2f}x Spark's floor (p50 {bare:.3f} s)",
             f"    = {ours / landed:.2f}x Spark and Delta's floor (p50 {landed:.3f} s; Delta's append "
-            f"{landed - bare:+.3f} s, the store's own work {ours - landed:+.3f} s)"]
+            f"{landed - bare:+.3f} s, the store's own work {ours - landed:+.3f} s)",
+            f"    = {ours / plan:.2f}x the store plan's floor (p50 {plan:.3f} s; the store's computation "
+            f"{plan - bare:+.3f} s over Spark's floor, its changelog write and commit {ours - plan:+.3f} s)"]
 
 
 def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)

@@ -161,13 +161,14 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--warmup-seconds", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Load before the first probe (or the floor's measured batches); its micro-batches are not counted.")
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
-@click.option("--floor", is_flag=True, help="Measure a floor instead: a trivial stateful query at this trigger and "
-                                            "load for --probes seconds after the warm-up (see --floor-sink).")
-@click.option("--floor-sink", type=click.Choice(["none", "delta"]), default="none", show_default=True,
-              help="What --floor's batches do with the changed keys: count them (Spark's floor) or append them "
-                   "to a Delta table (Spark and Delta's floor).")
-@click.option("--against-floor", is_flag=True, help="Measure both floors first (as --floor, each in a process of "
-                                                    "its own), then the store, and print the store's batch p50 "
+@click.option("--floor", is_flag=True, help="Measure a floor instead: a stateful query at this trigger and load "
+                                            "for --probes seconds after the warm-up (see --floor-sink).")
+@click.option("--floor-sink", type=click.Choice(["none", "delta", "plan"]), default="none", show_default=True,
+              help="Which floor --floor measures: a count per Kafka key whose batches count the changed keys "
+                   "(Spark's floor) or append them to a Delta table (Spark and Delta's floor), or player_stats' "
+                   "own query whose batches count the changed rows (the store plan's floor).")
+@click.option("--against-floor", is_flag=True, help="Measure the three floors first (as --floor, each in a process "
+                                                    "of its own), then the store, and print the store's batch p50 "
                                                     "against theirs.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
 def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency: str, idle_seconds: float,
@@ -175,12 +176,13 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
               as_json: bool) -> None:
     """Produce -> visible latency of a continuously running store under steady load, with the
     micro-batch breakdown and an idle store's CPU."""
+    from deltastate.bench.floor import SINKS as FLOOR_SINKS
     from deltastate.bench.floor import against_floor_lines, run_floor, run_floor_apart
     from deltastate.bench.freshness import run_freshness_bench
     from deltastate.infra.broker import LocalBroker
 
     if floor and against_floor:
-        raise click.UsageError("--floor measures one floor alone and --against-floor both floors then the store: "
+        raise click.UsageError("--floor measures one floor alone and --against-floor the three floors then the store: "
                                "give one of them")
     if floor_sink != "none" and not floor:
         raise click.UsageError("--floor-sink chooses what --floor measures: give --floor with it")
@@ -192,18 +194,19 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
         click.echo(json.dumps(dataclasses.asdict(figures)) if as_json else "\n".join(figures.lines()))
         return
     floors = {sink: run_floor_apart(settings, rate, probes, trigger, warmup_seconds, sink)
-              for sink in (("none", "delta") if against_floor else ())}
+              for sink in (FLOOR_SINKS if against_floor else ())}
     figures = run_freshness_bench(settings, store_name, rate, probes, trigger, consistency, port, idle_seconds,
                                   echo=click.echo, warmup_seconds=warmup_seconds)
     if as_json:
         click.echo(json.dumps({**dataclasses.asdict(figures),
                                **({"floor": dataclasses.asdict(floors["none"]),
-                                   "delta_floor": dataclasses.asdict(floors["delta"])} if floors else {})}))
+                                   "delta_floor": dataclasses.asdict(floors["delta"]),
+                                   "plan_floor": dataclasses.asdict(floors["plan"])} if floors else {})}))
         return
     for line in [*(line for f in floors.values() for line in f.lines()), *figures.lines()]:
         click.echo(line)
     if floors:
-        for line in against_floor_lines(figures, floors["none"], floors["delta"]):
+        for line in against_floor_lines(figures, floors):
             click.echo(line)
 
 

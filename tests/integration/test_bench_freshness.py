@@ -1,7 +1,7 @@
 """`deltastate bench freshness` and `bench commit` run the real parts and report coherent figures:
 every probe becomes visible through the REST service, at both consistencies, and the batch
 breakdown and Spark's durations are filled from the run; the floor (`--floor`) counts only the
-batches after its warm-up."""
+batches after its warm-up, for each of its three queries."""
 
 from __future__ import annotations
 
@@ -39,9 +39,13 @@ def test_bench_commit_times_every_kind_of_append(spark, make_settings):
     assert all(len(v) == 5 and min(v) > 0 for v in figures.seconds.values())
 
 
-def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_settings):
-    figures = run_floor(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=6)
-    assert figures.warmup_batches >= 1 and figures.produced > 0
+# Spark's floor (a count per Kafka key) and the store plan's floor (player_stats' own query), each
+# counting what its batches changed.
+@pytest.mark.parametrize(("sink", "name"), [("none", "floor: count per key"),
+                                            ("plan", "floor: player_stats' plan, its changed rows counted")])
+def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_settings, sink, name):
+    figures = run_floor(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink=sink)
+    assert figures.store == name and figures.warmup_batches >= 1 and figures.produced > 0
     # One trigger a second: at most one batch per second of the measured six (and a last one).
     # Counted: the batch in flight when the warm-up ends, one per trigger of the 6 measured seconds,
     # and the batches that read what the load sent while it stopped; the 20 s warm-up's are not.
