@@ -9,10 +9,14 @@
   * the store plan's floor (sink "plan"): player_stats' own streaming query (the store's Kafka
     source, the records' decoding and classification, the fold and the audit groups in Spark's
     state store), its batch writer counting the rows the batch changed and writing nothing: what
-    Spark's micro-batch costs for the store's computation, before the store writes a changelog.
+    Spark's micro-batch costs for the store's computation, before the store writes a changelog;
+  * the store plan's Delta floor (sink "plan-delta"): the same query, its batch writer appending
+    the rows the batch changed to a Delta table, one plain append per batch: the store's
+    computation landed in Delta without the changelog's bookkeeping columns, the audit or the
+    summary.
 
-`deltastate bench freshness --floor [--floor-sink delta|plan]` measures one in the bench's process;
-`--against-floor` measures all three, each in a process of its own (`python -m deltastate.bench.floor
+`deltastate bench freshness --floor [--floor-sink delta|plan|plan-delta]` measures one in the bench's
+process; `--against-floor` measures all four, each in a process of its own (`python -m deltastate.bench.floor
 RATE SECONDS TRIGGER WARMUP_SECONDS SINK`, which prints its figures as one JSON line), then the
 store, and sets the batch medians side by side.
 """
@@ -37,9 +41,10 @@ from deltastate.stores.durations import parse_duration_ms
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-SINKS = ("none", "delta", "plan")
+SINKS = ("none", "delta", "plan", "plan-delta")
 _NAMES = {"none": "floor: count per key", "delta": "floor: count per key, appended to Delta",
-          "plan": "floor: player_stats' plan, its changed rows counted"}
+          "plan": "floor: player_stats' plan, its changed rows counted",
+          "plan-delta": "floor: player_stats' plan, its changed rows appended to Delta"}
 
 
 def floor_table(settings: Settings, run_id: str) -> str:
@@ -52,7 +57,7 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     """A floor at this trigger and load: a trivial stateful query (a count per Kafka key in RocksDB
     state, update mode) whose batch writer counts the changed keys (sink "none") or appends them to a
     Delta table (sink "delta", at floor_table), or player_stats' own query whose batch writer counts
-    its changed rows (sink "plan"). Its batches in the first warmup_seconds of load are
+    its changed rows (sink "plan") or appends them to the Delta table (sink "plan-delta"). Its batches in the first warmup_seconds of load are
     not counted, as the store's are not. When the load stops, the query reads what is left (a batch,
     counted) before it stops, so `processed` is every record produced."""
     if sink not in SINKS:
@@ -66,7 +71,7 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     spark = get_spark(settings)
     figures = FreshnessFigures(_NAMES[sink], "key_value", "none", rate, trigger, os.cpu_count() or 0)
     load = SteadyLoad(settings.kafka_bootstrap, topic, "player_stats", rate, "ts")
-    counts = _store_plan(spark, settings, topic) if sink == "plan" else (
+    counts = _store_plan(spark, settings, topic) if sink.startswith("plan") else (
         spark.readStream.format("kafka").option("kafka.bootstrap.servers", settings.kafka_bootstrap)
         .option("subscribe", topic).option("startingOffsets", "earliest").load().groupBy("key").count())
     query = (counts.writeStream.outputMode("update")
@@ -141,18 +146,22 @@ def run_floor_apart(settings: Settings, rate: int, seconds: float, trigger: str,
 
 def against_floor_lines(figures: FreshnessFigures, floors: dict[str, FreshnessFigures]) -> list[str]:
     """The store's micro-batch p50 over each floor's, all measured in one run: over Spark's floor,
-    over Spark and Delta's (Delta's plain append and the store's own work above it), and over the
-    store plan's (the store's computation in Spark's micro-batch, and its write above it)."""
+    over Spark and Delta's (Delta's plain append and the store's own work above it), over the store
+    plan's (the store's computation in Spark's micro-batch, and its write above it), and over the
+    store plan's Delta floor (a plain append of the plan's rows, and the store's bookkeeping above
+    it: the changelog's columns, the summary, the audit and the commit that carries it)."""
     if not figures.batch_s or any(not floors[sink].batch_s for sink in SINKS):
         return ["  against the floors: no batches with records to compare"]
     ours = percentile(figures.batch_s, 50)
-    bare, landed, plan = (percentile(floors[sink].batch_s, 50) for sink in SINKS)
+    bare, landed, plan, plan_landed = (percentile(floors[sink].batch_s, 50) for sink in SINKS)
     return [f"  against the floors (each measured just before, in its own process): micro-batch p50 {ours:.3f} s",
             f"    = {ours / bare:.2f}x Spark's floor (p50 {bare:.3f} s)",
             f"    = {ours / landed:.2f}x Spark and Delta's floor (p50 {landed:.3f} s; Delta's append "
             f"{landed - bare:+.3f} s, the store's own work {ours - landed:+.3f} s)",
             f"    = {ours / plan:.2f}x the store plan's floor (p50 {plan:.3f} s; the store's computation "
-            f"{plan - bare:+.3f} s over Spark's floor, its changelog write and commit {ours - plan:+.3f} s)"]
+            f"{plan - bare:+.3f} s over Spark's floor, its changelog write and commit {ours - plan:+.3f} s)",
+            f"    = {ours / plan_landed:.2f}x the store plan's Delta floor (p50 {plan_landed:.3f} s; Delta's append "
+            f"of the plan's rows {plan_landed - plan:+.3f} s, the store's bookkeeping {ours - plan_landed:+.3f} s)"]
 
 
 def _progress(query) -> list[dict]:  # noqa: ANN001 (a pyspark StreamingQuery)

@@ -163,11 +163,13 @@ def query(keys: int, concurrency: str, seconds: float, no_http: bool, spark_gets
 @click.option("--port", default=18766, show_default=True, help="Port of the benchmarked `deltastate serve`.")
 @click.option("--floor", is_flag=True, help="Measure a floor instead: a stateful query at this trigger and load "
                                             "for --probes seconds after the warm-up (see --floor-sink).")
-@click.option("--floor-sink", type=click.Choice(["none", "delta", "plan"]), default="none", show_default=True,
+@click.option("--floor-sink", type=click.Choice(["none", "delta", "plan", "plan-delta"]), default="none",
+              show_default=True,
               help="Which floor --floor measures: a count per Kafka key whose batches count the changed keys "
                    "(Spark's floor) or append them to a Delta table (Spark and Delta's floor), or player_stats' "
-                   "own query whose batches count the changed rows (the store plan's floor).")
-@click.option("--against-floor", is_flag=True, help="Measure the three floors first (as --floor, each in a process "
+                   "own query whose batches count the changed rows (the store plan's floor) or append them to "
+                   "a Delta table (the store plan's Delta floor).")
+@click.option("--against-floor", is_flag=True, help="Measure the four floors first (as --floor, each in a process "
                                                     "of its own), then the store, and print the store's batch p50 "
                                                     "against theirs.")
 @click.option("--json", "as_json", is_flag=True, help="The figures as JSON.")
@@ -182,7 +184,7 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
     from deltastate.infra.broker import LocalBroker
 
     if floor and against_floor:
-        raise click.UsageError("--floor measures one floor alone and --against-floor the three floors then the store: "
+        raise click.UsageError("--floor measures one floor alone and --against-floor the four floors then the store: "
                                "give one of them")
     if floor_sink != "none" and not floor:
         raise click.UsageError("--floor-sink chooses what --floor measures: give --floor with it")
@@ -201,7 +203,8 @@ def freshness(store_name: str, rate: int, probes: int, trigger: str, consistency
         click.echo(json.dumps({**dataclasses.asdict(figures),
                                **({"floor": dataclasses.asdict(floors["none"]),
                                    "delta_floor": dataclasses.asdict(floors["delta"]),
-                                   "plan_floor": dataclasses.asdict(floors["plan"])} if floors else {})}))
+                                   "plan_floor": dataclasses.asdict(floors["plan"]),
+                                   "plan_delta_floor": dataclasses.asdict(floors["plan-delta"])} if floors else {})}))
         return
     for line in [*(line for f in floors.values() for line in f.lines()), *figures.lines()]:
         click.echo(line)

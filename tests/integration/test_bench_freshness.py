@@ -1,7 +1,7 @@
 """`deltastate bench freshness` and `bench commit` run the real parts and report coherent figures:
 every probe becomes visible through the REST service, at both consistencies, and the batch
 breakdown and Spark's durations are filled from the run; the floor (`--floor`) counts only the
-batches after its warm-up, for each of its three queries."""
+batches after its warm-up, and the store plan's Delta floor lands every record."""
 
 from __future__ import annotations
 
@@ -39,13 +39,9 @@ def test_bench_commit_times_every_kind_of_append(spark, make_settings):
     assert all(len(v) == 5 and min(v) > 0 for v in figures.seconds.values())
 
 
-# Spark's floor (a count per Kafka key) and the store plan's floor (player_stats' own query), each
-# counting what its batches changed.
-@pytest.mark.parametrize(("sink", "name"), [("none", "floor: count per key"),
-                                            ("plan", "floor: player_stats' plan, its changed rows counted")])
-def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_settings, sink, name):
-    figures = run_floor(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink=sink)
-    assert figures.store == name and figures.warmup_batches >= 1 and figures.produced > 0
+def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_settings):
+    figures = run_floor(make_settings(), rate=200, seconds=6, trigger="1s", warmup_seconds=6)
+    assert figures.store == "floor: count per key" and figures.warmup_batches >= 1 and figures.produced > 0
     # One trigger a second: at most one batch per second of the measured six (and a last one).
     # Counted: the batch in flight when the warm-up ends, one per trigger of the 6 measured seconds,
     # and the batches that read what the load sent while it stopped; the 20 s warm-up's are not.
@@ -66,6 +62,25 @@ def test_the_delta_floor_lands_each_batch_as_one_append_of_its_changed_keys(brok
     # A key's count grows with each batch that saw it: its newest row counts all its records.
     newest = spark.read.format("delta").load(str(table)).groupBy("key").agg(F.max("count").alias("n"))
     assert newest.agg(F.sum("n")).first()[0] == figures.produced == figures.processed
+
+
+def test_the_store_plans_delta_floor_appends_the_plans_rows_with_every_record_audited(broker, spark, make_settings):
+    """The store plan's Delta floor (`--floor --floor-sink plan-delta`): player_stats' own query, each
+    batch one plain append of the rows it changed. Its audit groups' running totals, newest per
+    source partition, add up to every record the load produced; its key rows are the load's keys."""
+    settings = make_settings()
+    figures = run_floor(settings, rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink="plan-delta")
+    assert figures.store.endswith("appended to Delta") and figures.batch_s and figures.produced > 0
+    [table] = (settings.home / "bench").glob("floor-*-table")
+    commits = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("operation").collect()
+    assert len(commits) >= figures.warmup_batches + len(figures.batch_s) and {c[0] for c in commits} == {"WRITE"}
+    rows = spark.read.format("delta").load(str(table))
+    audits = rows.where(F.col("audit_partition").isNotNull()).groupBy("audit_partition").agg(
+        F.max("records_in").alias("n"), F.max("dead_lettered").alias("dead"))
+    assert audits.agg(F.sum("n")).first()[0] == figures.produced == figures.processed
+    assert not audits.agg(F.sum("dead")).first()[0]  # the load's records are all valid
+    keys = {r[0] for r in rows.where(F.col("store_key").isNotNull()).select("store_key").distinct().collect()}
+    assert keys and all(k.startswith("player-") for k in keys)
 
 
 def test_the_floor_apart_runs_in_its_own_process_and_reports_its_batches(broker, make_settings):

@@ -21,6 +21,6 @@ def test_the_floor_run_names_its_arguments_when_given_the_wrong_number(capsys) -
     from deltastate.bench.floor import main
 
     assert main(["2000", "60"]) == 2
-    assert "usage: python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS none|delta|plan" in (
+    assert "usage: python -m deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS none|delta|plan|plan-delta" in (
         capsys.readouterr().err)
     assert main(["2000", "60", "1s", "0", "parquet"]) == 2  # a sink it does not know

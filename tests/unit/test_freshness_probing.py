@@ -48,20 +48,24 @@ def test_pauses_between_probes_vary_within_a_second(monkeypatch) -> None:
     assert max(pauses) - min(pauses) > 0.5, "the pauses do not spread the probes over the batch cycle"
 
 
-def test_the_store_is_set_against_the_three_floors_by_their_batch_medians() -> None:
+def test_the_store_is_set_against_the_four_floors_by_their_batch_medians() -> None:
     store = FreshnessFigures("player_stats", "key_value", "committed", 2_000, "1s", 2, batch_s=[0.9, 1.2, 0.6])
     floors = {"none": FreshnessFigures("floor: count per key", "key_value", "none", 2_000, "1s", 2,
                                        batch_s=[0.3, 0.5, 0.4]),
               "delta": FreshnessFigures("floor: count per key, appended to Delta", "key_value", "none", 2_000, "1s",
                                         2, batch_s=[0.7, 0.5, 0.6]),
               "plan": FreshnessFigures("floor: player_stats' plan", "key_value", "none", 2_000, "1s", 2,
-                                       batch_s=[0.5, 0.8, 0.75])}
+                                       batch_s=[0.5, 0.8, 0.75]),
+              "plan-delta": FreshnessFigures("floor: player_stats' plan, appended", "key_value", "none", 2_000, "1s",
+                                             2, batch_s=[0.8, 0.9, 0.7])}
     text = "\n".join(against_floor_lines(store, floors))
     assert "micro-batch p50 0.900 s" in text
     assert "= 2.25x Spark's floor (p50 0.400 s)" in text
     assert "= 1.50x Spark and Delta's floor (p50 0.600 s; Delta's append +0.200 s, the store's own work +0.300 s)" in text
     assert ("= 1.20x the store plan's floor (p50 0.750 s; the store's computation +0.350 s over Spark's floor, "
             "its changelog write and commit +0.150 s)") in text
+    assert ("= 1.12x the store plan's Delta floor (p50 0.800 s; Delta's append of the plan's rows +0.050 s, "
+            "the store's bookkeeping +0.100 s)") in text
     empty = FreshnessFigures("floor", "key_value", "none", 1, "1s", 2)
     for sink in floors:
         assert "no batches" in against_floor_lines(store, {**floors, sink: empty})[0]
