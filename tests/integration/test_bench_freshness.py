@@ -50,17 +50,23 @@ def test_bench_floor_counts_the_batches_after_its_warm_up(broker, spark, make_se
     assert "warm-up:" in "\n".join(figures.lines())
 
 
-def test_the_delta_floor_lands_each_batch_as_one_append_of_its_changed_keys(broker, spark, make_settings):
-    """Spark and Delta's floor (`--floor --floor-sink delta`): every batch with records is one Delta
-    commit, and the counts it appended account for every record the load produced."""
-    settings = make_settings()
-    figures = run_floor(settings, rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink="delta")
+def _landed_floor(spark, settings, sink: str):
+    """A Delta floor's figures and its table's rows, once every batch with records (the warm-up's
+    too) is one plain append in the table's history."""
+    figures = run_floor(settings, rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink=sink)
     assert figures.store.endswith("appended to Delta") and figures.batch_s and figures.produced > 0
     [table] = (settings.home / "bench").glob("floor-*-table")
     commits = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("operation").collect()
     assert len(commits) >= figures.warmup_batches + len(figures.batch_s) and {c[0] for c in commits} == {"WRITE"}
+    return figures, spark.read.format("delta").load(str(table))
+
+
+def test_the_delta_floor_lands_each_batch_as_one_append_of_its_changed_keys(broker, spark, make_settings):
+    """Spark and Delta's floor (`--floor --floor-sink delta`): every batch with records is one Delta
+    commit, and the counts it appended account for every record the load produced."""
+    figures, rows = _landed_floor(spark, make_settings(), "delta")
     # A key's count grows with each batch that saw it: its newest row counts all its records.
-    newest = spark.read.format("delta").load(str(table)).groupBy("key").agg(F.max("count").alias("n"))
+    newest = rows.groupBy("key").agg(F.max("count").alias("n"))
     assert newest.agg(F.sum("n")).first()[0] == figures.produced == figures.processed
 
 
@@ -68,13 +74,7 @@ def test_the_store_plans_delta_floor_appends_the_plans_rows_with_every_record_au
     """The store plan's Delta floor (`--floor --floor-sink plan-delta`): player_stats' own query, each
     batch one plain append of the rows it changed. Its audit groups' running totals, newest per
     source partition, add up to every record the load produced; its key rows are the load's keys."""
-    settings = make_settings()
-    figures = run_floor(settings, rate=200, seconds=6, trigger="1s", warmup_seconds=6, sink="plan-delta")
-    assert figures.store.endswith("appended to Delta") and figures.batch_s and figures.produced > 0
-    [table] = (settings.home / "bench").glob("floor-*-table")
-    commits = spark.sql(f"DESCRIBE HISTORY delta.`{table}`").select("operation").collect()
-    assert len(commits) >= figures.warmup_batches + len(figures.batch_s) and {c[0] for c in commits} == {"WRITE"}
-    rows = spark.read.format("delta").load(str(table))
+    figures, rows = _landed_floor(spark, make_settings(), "plan-delta")
     audits = rows.where(F.col("audit_partition").isNotNull()).groupBy("audit_partition").agg(
         F.max("records_in").alias("n"), F.max("dead_lettered").alias("dead"))
     assert audits.agg(F.sum("n")).first()[0] == figures.produced == figures.processed
