@@ -1,4 +1,4 @@
-"""Floors for a freshness run: a stateful query at the same trigger and load, three ways.
+"""Floors for a freshness run: a stateful query at the same trigger and load, four ways.
 
   * Spark's floor (sink "none"): a count per Kafka key; its batch writer counts the changed keys and
     writes nothing: what Spark's micro-batch costs alone;
@@ -15,10 +15,10 @@
     computation landed in Delta without the changelog's bookkeeping columns, the audit or the
     summary.
 
-`deltastate bench freshness --floor [--floor-sink delta|plan|plan-delta]` measures one in the bench's
-process; `--against-floor` measures all four, each in a process of its own (`python -m deltastate.bench.floor
-RATE SECONDS TRIGGER WARMUP_SECONDS SINK`, which prints its figures as one JSON line), then the
-store, and sets the batch medians side by side.
+`deltastate bench freshness --floor [--floor-sink delta|plan|plan-delta]` measures one in the
+bench's process; `--against-floor` measures all four, each in a process of its own (`python -m
+deltastate.bench.floor RATE SECONDS TRIGGER WARMUP_SECONDS SINK`, which prints its figures as one
+JSON line), then the store, and sets the batch medians side by side.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def run_floor(settings: Settings, rate: int, seconds: float, trigger: str, parti
     """A floor at this trigger and load: a trivial stateful query (a count per Kafka key in RocksDB
     state, update mode) whose batch writer counts the changed keys (sink "none") or appends them to a
     Delta table (sink "delta", at floor_table), or player_stats' own query whose batch writer counts
-    its changed rows (sink "plan") or appends them to the Delta table (sink "plan-delta"). Its batches in the first warmup_seconds of load are
-    not counted, as the store's are not. When the load stops, the query reads what is left (a batch,
+    its changed rows (sink "plan") or appends them to the Delta table (sink "plan-delta"). Its
+    batches in the first warmup_seconds of load are not counted, as the store's are not. When the load stops, the query reads what is left (a batch,
     counted) before it stops, so `processed` is every record produced."""
     if sink not in SINKS:
         raise ValueError(f"floor sink {sink!r}: expected one of {', '.join(SINKS)}")
